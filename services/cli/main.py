@@ -1,0 +1,47 @@
+"""The ``provely`` command: the composition root that wires every service's CLI together.
+
+Each module under ``services/cli`` owns one group of commands and exposes ``register(app)``.
+Modules import heavy dependencies inside their commands so that ``provely --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from services.cli import (
+    admin,
+    audit,
+    contracts,
+    db,
+    demo,
+    receipts,
+    sandbox,
+    serve,
+    skills,
+)
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="provely",
+    help="Provely proves that a side effect really happened at a provider.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.command("version")
+def version() -> None:
+    """Print the installed Provely version."""
+    from importlib.metadata import version as package_version
+
+    typer.echo(package_version("provely"))
+
+
+for module in (contracts, db, admin, sandbox, serve, receipts, audit, skills, demo):
+    module.register(app)
+
+
+def main() -> None:
+    app()

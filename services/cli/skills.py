@@ -1,0 +1,11 @@
+"""CLI: the `skills` commands (filled in by the issue that owns them)."""
+
+from __future__ import annotations
+
+import typer
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the root app."""

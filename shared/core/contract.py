@@ -1,0 +1,275 @@
+"""The completion contract as data: a strict pydantic model, canonical JSON and its hash.
+
+A contract is one promise about one effect. Every number, path and state that the runtime
+uses lives here, never in code. Unknown fields are errors; the model is frozen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import date
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    field_validator,
+)
+
+__all__ = [
+    "Backoff",
+    "Channel",
+    "CompletionCondition",
+    "Contract",
+    "CorrelationKey",
+    "CorrelationStrategy",
+    "EvidenceRequirements",
+    "HttpVerifier",
+    "InputField",
+    "MatchRule",
+    "NegativeCondition",
+    "OnTimeout",
+    "Operator",
+    "Skill",
+    "Source",
+    "Subject",
+    "Timing",
+    "VerdictRule",
+    "WebhookVerifier",
+    "canonical_json",
+    "contract_hash",
+]
+
+
+class Operator(StrEnum):
+    """Three-valued comparison operators of the contract language."""
+
+    EQ = "eq"
+    NE = "ne"
+    GT = "gt"
+    GTE = "gte"
+    LT = "lt"
+    LTE = "lte"
+    IN = "in"
+    NOT_IN = "not_in"
+    EXISTS = "exists"
+    TIME_AFTER = "time_after"
+    TIME_BEFORE = "time_before"
+
+
+Level = Literal["E1", "E2", "E3", "E4"]
+VerdictName = Literal["PENDING", "VERIFIED", "CONTRADICTED", "FAILED", "UNVERIFIABLE", "EXPIRED"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Skill(_Model):
+    provider: StrictStr
+    version: StrictStr
+
+
+class InputField(_Model):
+    """What the contract expects the agent to declare under ``$input.<name>``."""
+
+    type: Literal["string", "integer", "number", "boolean"]
+    description: StrictStr = ""
+    required: StrictBool = True
+    minimum: StrictInt | None = None
+    pattern: StrictStr | None = None
+
+
+class SubjectIdentity(_Model):
+    key: StrictStr
+    expr: StrictStr
+
+
+class ProviderOperation(_Model):
+    method: StrictStr
+    path: StrictStr
+
+
+class Idempotency(_Model):
+    key: StrictStr
+    header: StrictStr
+    retry_safe: StrictBool
+
+
+class Subject(_Model):
+    type: StrictStr
+    identity: SubjectIdentity
+    canonical_effect: StrictStr
+    provider_operation: ProviderOperation
+    idempotency: Idempotency | None = None
+
+
+class CorrelationKey(_Model):
+    name: StrictStr
+    expr: StrictStr
+
+
+class CorrelationStrategy(_Model):
+    strategy: Literal["resource_id", "idempotency_key", "fingerprint"]
+    assurance: Literal["strong", "weak"]
+    keys: tuple[CorrelationKey, ...] = Field(min_length=1)
+    required: StrictBool = False
+
+
+class EvidenceRequirements(_Model):
+    minimum_level: Level
+    independent_channel_required: StrictBool
+    minimum_channels: StrictInt = Field(ge=1)
+
+
+class HttpVerifier(_Model):
+    """A readback: the path template holds ``{$expr}`` placeholders, filled URL-encoded."""
+
+    method: Literal["GET"] = "GET"
+    path: StrictStr
+
+
+class MatchRule(_Model):
+    path: StrictStr
+    op: Operator
+    value: JsonValue = None
+
+
+class WebhookVerifier(_Model):
+    event_types: tuple[StrictStr, ...] = Field(min_length=1)
+    match: tuple[MatchRule, ...] = ()
+    include_before_operation: StrictBool = False
+
+
+class Channel(_Model):
+    name: StrictStr
+    level: Level
+    independence: StrictStr
+    verifier: Literal["http", "webhook"]
+    description: StrictStr
+    typical_latency_ms: StrictInt | None = None
+    worst_case_ms: StrictInt | None = None
+    freshness_ms: StrictInt | None = None
+    http: HttpVerifier | None = None
+    webhook: WebhookVerifier | None = None
+
+
+class CompletionCondition(_Model):
+    id: StrictStr
+    meaning: StrictStr
+    path: StrictStr
+    op: Operator
+    value: JsonValue = None
+    evidence: StrictStr
+
+
+class NegativeCondition(_Model):
+    id: StrictStr
+    class_: StrictStr = Field(alias="class")
+    reason: StrictStr
+    path: StrictStr
+    op: Operator
+    value: JsonValue = None
+
+
+class VerdictRule(_Model):
+    id: StrictStr
+    path: StrictStr
+    op: Operator
+    value: JsonValue = None
+    verdict: VerdictName
+    reason: StrictStr
+
+
+class Backoff(_Model):
+    kind: Literal["exponential", "constant"]
+    factor: StrictFloat | StrictInt = 1
+    max_ms: StrictInt
+
+
+class OnTimeout(_Model):
+    verdict: VerdictName
+    reason: StrictStr
+    escalate: Literal["human_review", "none"] = "none"
+
+
+class Timing(_Model):
+    initial_delay_ms: StrictInt
+    poll_interval_ms: StrictInt
+    backoff: Backoff
+    max_attempts: StrictInt
+    timeout_ms: StrictInt
+    stale_read_window_ms: StrictInt
+    on_timeout: OnTimeout
+
+
+class Source(_Model):
+    ref: StrictStr
+    title: StrictStr
+    url: StrictStr
+    retrieved: Annotated[date, Field(strict=False)]
+
+
+class Contract(_Model):
+    id: StrictStr
+    version: StrictStr
+    completion_level: StrictStr
+    certification: StrictStr
+    skill: Skill
+    provider_api_versions: tuple[StrictStr, ...]
+    title: StrictStr
+    summary: StrictStr = ""
+    intent: StrictStr
+    input: dict[str, InputField] = Field(default_factory=dict)
+    subject: Subject
+    correlation: tuple[CorrelationStrategy, ...]
+    evidence: EvidenceRequirements
+    channels: tuple[Channel, ...]
+    completion: tuple[CompletionCondition, ...]
+    negative: tuple[NegativeCondition, ...] = ()
+    verdict_map: tuple[VerdictRule, ...] = ()
+    timing: Timing
+    sources: tuple[Source, ...] = ()
+
+    @field_validator("version")
+    @classmethod
+    def _semver(cls, value: str) -> str:
+        parts = value.split(".")
+        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+            raise ValueError("version must be MAJOR.MINOR.PATCH")
+        return value
+
+    def channel(self, name: str) -> Channel | None:
+        for channel in self.channels:
+            if channel.name == name:
+                return channel
+        return None
+
+    @property
+    def version_key(self) -> tuple[int, int, int]:
+        major, minor, patch = (int(p) for p in self.version.split("."))
+        return (major, minor, patch)
+
+    def document(self) -> dict[str, Any]:
+        """The contract as plain JSON data (aliases applied), the basis of its hash."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def canonical_json(data: Any) -> bytes:
+    """Sorted keys, compact separators, UTF-8, no NaN or infinities."""
+    return json.dumps(
+        data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def contract_hash(contract: Contract) -> str:
+    """sha256 over the canonical JSON of the contract; pages show the first 16 hex digits."""
+    return hashlib.sha256(canonical_json(contract.document())).hexdigest()

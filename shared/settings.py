@@ -1,0 +1,102 @@
+"""Runtime settings: every knob is a ``PROVELY_*`` environment variable (pydantic-settings).
+
+The embedded default needs none of them: a SQLite file and kombu's SQLAlchemy transport under
+``PROVELY_DATA_DIR``. Production sets the database, the broker, Redis and the secret key.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "get_settings"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PROVELY_", extra="ignore")
+
+    data_dir: Path = Field(
+        default=Path(".provely"), description="Where the embedded default keeps its files."
+    )
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; default: SQLite in the data dir."
+    )
+    broker_url: str | None = Field(
+        default=None, description="Celery broker; default: kombu's SQLAlchemy transport on SQLite."
+    )
+    redis_url: str | None = Field(
+        default=None, description="Redis for provider rate limits; default: an in-process bucket."
+    )
+    secret_key: str | None = Field(
+        default=None,
+        description="Fernet key that encrypts connection secrets; generated when unset.",
+    )
+    receipt_key_file: Path | None = Field(
+        default=None,
+        description="Ed25519 private key (PEM) that signs receipts; generated when unset.",
+    )
+    contract_paths: str = Field(
+        default="", description="Colon-separated extra contract directories."
+    )
+    trusted_publisher_keys: str = Field(
+        default="", description="Colon-separated public key files trusted to sign skills."
+    )
+    allow_unsigned_skills: bool = Field(
+        default=False,
+        description="Load skills whose signature is missing or fails (certification `unsigned`).",
+    )
+    webhook_max_body_bytes: int = Field(
+        default=1024 * 1024, description="Largest webhook body accepted."
+    )
+    api_max_body_bytes: int = Field(
+        default=256 * 1024, description="Largest agent API body accepted."
+    )
+    action_window_seconds: int = Field(
+        default=3600,
+        description="An operation whose action is not reported within this window is EXPIRED.",
+    )
+    sweeper_interval_seconds: float = Field(
+        default=5.0, description="How often the sweeper looks for overdue work."
+    )
+    sweeper_grace_seconds: float = Field(
+        default=10.0,
+        description="How late a scheduled observation may be before the sweeper re-enqueues it.",
+    )
+    http_timeout_seconds: float = Field(default=10.0, description="Timeout of one readback.")
+    http_max_response_bytes: int = Field(
+        default=1024 * 1024, description="Largest readback body read."
+    )
+    jitter_ratio: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=0.1,
+        description="Jitter that may only lengthen a wait (0 turns it off).",
+    )
+    log_level: str = Field(default="INFO", description="Log level.")
+    log_json: bool = Field(
+        default=True, description="JSON logs (structlog); false for console logs."
+    )
+    metrics_port: int | None = Field(
+        default=None, description="Port of a worker's Prometheus endpoint."
+    )
+
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'provely.db').resolve()}"
+
+    def resolved_broker_url(self) -> str:
+        if self.broker_url:
+            return self.broker_url
+        return f"sqla+sqlite:///{(self.data_dir / 'broker.db').resolve()}"
+
+    def extra_contract_dirs(self) -> list[Path]:
+        return [Path(p) for p in self.contract_paths.split(":") if p]
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

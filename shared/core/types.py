@@ -121,6 +121,7 @@ class EvidenceUsed:
     provider_timestamp: datetime | None = None
     digest: str | None = None
     fresh: bool = True
+    used: bool = False  # True when a condition that decided read this channel
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,3 +143,5 @@ class Decision:
     evidence: tuple[EvidenceUsed, ...]
     correlation: tuple[tuple[str, str, Any], ...] = ()  # (strategy, assurance, value)
     subject_id: Any = None
+    escalate: bool = False  # the on-timeout verdict goes to a person (state HUMAN_REVIEW)
+    explanation: str | None = None  # the contract's prose for the reason, when it has one

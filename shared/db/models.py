@@ -1,0 +1,298 @@
+"""SQLAlchemy 2 models: the record. PostgreSQL (psycopg 3) in production, SQLite embedded.
+
+Every table that a tenant owns carries ``workspace_id``; queries always filter on it.
+Observations, transitions and events are append-only. Final states are written once, fenced by
+``operations.version``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "ApiKey",
+    "Base",
+    "Connection",
+    "CustomContract",
+    "Event",
+    "EventKey",
+    "Observation",
+    "Operation",
+    "OperationEvent",
+    "Receipt",
+    "ReceiptKey",
+    "Transition",
+    "Workspace",
+]
+
+# BIGINT autoincrement on PostgreSQL, INTEGER (rowid) on SQLite.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+Json = JSON()
+UtcDateTime = DateTime(timezone=True)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Workspace(Base):
+    __tablename__ = "workspaces"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)  # ws_…
+    name: Mapped[str] = mapped_column(String(200))
+    action_window_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ApiKey(Base):
+    """An API key, stored as its sha256 only; the plain key is shown once at creation."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)  # key_…
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"), index=True)
+    prefix: Mapped[str] = mapped_column(String(16))  # the first characters, for display
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    scopes: Mapped[str] = mapped_column(String(100), default="agent")  # "agent" | "admin,agent"
+    name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class Connection(Base):
+    """A workspace's credentials for one provider; secrets are encrypted at rest (Fernet)."""
+
+    __tablename__ = "connections"
+    __table_args__ = (UniqueConstraint("workspace_id", "provider"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)  # conn_…
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"), index=True)
+    provider: Mapped[str] = mapped_column(String(64))  # "stripe", "http", …
+    base_url: Mapped[str] = mapped_column(String(500))
+    signature_scheme: Mapped[str] = mapped_column(String(32))  # stripe|standard_webhooks|github
+    signature_tolerance_seconds: Mapped[int] = mapped_column(Integer, default=300)
+    webhook_secrets_enc: Mapped[bytes] = mapped_column(LargeBinary)  # Fernet(JSON list)
+    api_key_enc: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    auth_scheme: Mapped[str] = mapped_column(String(32), default="bearer")  # bearer|header
+    auth_header: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    rate_limit_per_second: Mapped[float | None] = mapped_column(nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class Operation(Base):
+    """One attempt at one effect, bound to one contract version for its whole life.
+
+    ``version`` fences every state change (``UPDATE … WHERE version = :v``). ``fence`` is the
+    number of the observation currently scheduled; an ``observe`` task carrying another fence
+    is stale and dropped. ``next_observation_at`` makes the schedule durable: the sweeper
+    re-enqueues what is overdue.
+    """
+
+    __tablename__ = "operations"
+    __table_args__ = (
+        UniqueConstraint("workspace_id", "idempotency_key"),
+        Index("ix_operations_due", "final", "next_observation_at"),
+        Index("ix_operations_ws_created", "workspace_id", "created_at", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)  # op_…
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"), index=True)
+    contract_id: Mapped[str] = mapped_column(String(200))
+    contract_version: Mapped[str] = mapped_column(String(40))
+    contract_hash: Mapped[str] = mapped_column(String(64))
+    completion_level: Mapped[str] = mapped_column(String(40))
+    custom_contract_id: Mapped[int | None] = mapped_column(BigId, nullable=True)
+
+    state: Mapped[str] = mapped_column(String(32), index=True)
+    verdict: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    reason: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    verdict_class: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    final: Mapped[bool] = mapped_column(Boolean, default=False)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+    input: Mapped[dict[str, Any]] = mapped_column(Json)
+    metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", Json, nullable=True)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    request_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+    action_phase: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    action_result: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
+    action_error: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
+    action_http_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    action_reported_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    action_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+    subject_id: Mapped[str | None] = mapped_column(String(255), nullable=True, index=True)
+    learned_keys: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
+
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # observations made
+    fence: Mapped[int] = mapped_column(Integer, default=0)  # observation number scheduled
+    next_observation_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    deadline: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+    decision: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
+    decided_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    review: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
+
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class Observation(Base):
+    """One reading of one channel for one observation number (append-only)."""
+
+    __tablename__ = "observations"
+    __table_args__ = (UniqueConstraint("operation_id", "fence", "channel"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    operation_id: Mapped[str] = mapped_column(ForeignKey("operations.id"), index=True)
+    workspace_id: Mapped[str] = mapped_column(String(40))
+    fence: Mapped[int] = mapped_column(Integer)
+    channel: Mapped[str] = mapped_column(String(100))
+    status: Mapped[str] = mapped_column(String(16))
+    value: Mapped[Any] = mapped_column(Json, nullable=True)
+    raw: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    digest: Mapped[str | None] = mapped_column(String(64), nullable=True)  # sha256 of raw
+    http_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    provider_timestamp: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    observed_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    latency_ms: Mapped[float | None] = mapped_column(nullable=True)
+
+
+class Event(Base):
+    """A verified provider event, stored once per (workspace, provider, event id)."""
+
+    __tablename__ = "events"
+    __table_args__ = (UniqueConstraint("workspace_id", "provider", "event_id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    workspace_id: Mapped[str] = mapped_column(String(40))
+    provider: Mapped[str] = mapped_column(String(64))
+    event_id: Mapped[str] = mapped_column(String(255))
+    type: Mapped[str] = mapped_column(String(200))
+    provider_timestamp: Mapped[datetime] = mapped_column(UtcDateTime)
+    api_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    object_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    body: Mapped[dict[str, Any]] = mapped_column(Json)
+    raw: Mapped[bytes] = mapped_column(LargeBinary)
+    digest: Mapped[str] = mapped_column(String(64))
+    duplicates: Mapped[int] = mapped_column(Integer, default=0)
+    received_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class EventKey(Base):
+    """The correlation keys an event carries (object id, charge, idempotency key …)."""
+
+    __tablename__ = "event_keys"
+    __table_args__ = (
+        Index("ix_event_keys_lookup", "workspace_id", "provider", "name", "value"),
+        UniqueConstraint("event_pk", "name", "value"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    event_pk: Mapped[int] = mapped_column(ForeignKey("events.id"), index=True)
+    workspace_id: Mapped[str] = mapped_column(String(40))
+    provider: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(64))
+    value: Mapped[str] = mapped_column(String(255))
+
+
+class OperationEvent(Base):
+    """A correlation found between an operation and an event, with its strategy."""
+
+    __tablename__ = "operation_events"
+    __table_args__ = (UniqueConstraint("operation_id", "event_pk"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    operation_id: Mapped[str] = mapped_column(ForeignKey("operations.id"), index=True)
+    event_pk: Mapped[int] = mapped_column(ForeignKey("events.id"), index=True)
+    workspace_id: Mapped[str] = mapped_column(String(40))
+    strategy: Mapped[str] = mapped_column(String(32))
+    assurance: Mapped[str] = mapped_column(String(16))  # strong | weak
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class Transition(Base):
+    """Every state change with its cause (append-only), chained by hash per workspace."""
+
+    __tablename__ = "transitions"
+    __table_args__ = (
+        UniqueConstraint("workspace_id", "seq"),
+        Index("ix_transitions_operation", "operation_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    workspace_id: Mapped[str] = mapped_column(String(40))
+    seq: Mapped[int] = mapped_column(BigInteger)  # position in the workspace's chain
+    operation_id: Mapped[str] = mapped_column(ForeignKey("operations.id"))
+    from_state: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    to_state: Mapped[str] = mapped_column(String(32))
+    verdict: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    reason: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    cause: Mapped[str] = mapped_column(String(64))
+    details: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+
+
+class Receipt(Base):
+    __tablename__ = "receipts"
+    __table_args__ = (Index("ix_receipts_operation_current", "operation_id", "current"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)  # rcpt_…
+    operation_id: Mapped[str] = mapped_column(ForeignKey("operations.id"))
+    workspace_id: Mapped[str] = mapped_column(String(40))
+    body: Mapped[dict[str, Any]] = mapped_column(Json)
+    signature: Mapped[str] = mapped_column(String(200))  # base64url Ed25519 signature
+    key_id: Mapped[str] = mapped_column(String(64))
+    supersedes: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    current: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ReceiptKey(Base):
+    """Receipt signing keys: the active one signs; retired ones stay to verify old receipts."""
+
+    __tablename__ = "receipt_keys"
+
+    key_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    public_key: Mapped[str] = mapped_column(Text)  # base64 raw Ed25519 public key
+    private_key_enc: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    status: Mapped[str] = mapped_column(String(16))  # active | retired
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    retired_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class CustomContract(Base):
+    """A contract a workspace uploaded for itself (certification ``custom``)."""
+
+    __tablename__ = "custom_contracts"
+    __table_args__ = (UniqueConstraint("workspace_id", "contract_id", "version"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"), index=True)
+    contract_id: Mapped[str] = mapped_column(String(200))
+    version: Mapped[str] = mapped_column(String(40))
+    hash: Mapped[str] = mapped_column(String(64))
+    document: Mapped[dict[str, Any]] = mapped_column(Json)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)

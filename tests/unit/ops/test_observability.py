@@ -1,0 +1,95 @@
+"""Logs carry the operation id; metrics are exposed under their documented names."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import structlog
+from prometheus_client import generate_latest
+
+from shared import observability as obs
+
+
+def _lines(stream: io.StringIO) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
+
+
+def test_json_logs_carry_the_bound_operation_id() -> None:
+    stream = io.StringIO()
+    obs.configure_logging(level="INFO", json=True, stream=stream)
+    try:
+        with obs.bind_operation("op_123", fence=2):
+            obs.get_logger("test").info("observation.done", channel="refund_readback")
+            logging.getLogger("plain.stdlib").warning("from the standard library")
+        obs.get_logger("test").info("outside")
+    finally:
+        structlog.contextvars.clear_contextvars()
+        structlog.reset_defaults()
+        logging.getLogger().handlers.clear()
+    first, second, third = _lines(stream)
+    assert first["event"] == "observation.done"
+    assert first["operation_id"] == "op_123"
+    assert first["fence"] == 2
+    assert first["level"] == "info"
+    assert "timestamp" in first
+    assert second["operation_id"] == "op_123"
+    assert second["event"] == "from the standard library"
+    assert "operation_id" not in third
+
+
+def test_operation_id_is_read_from_api_paths() -> None:
+    assert obs._operation_id_from_path("/v1/operations/op_abc/action") == "op_abc"
+    assert obs._operation_id_from_path("/v1/operations/op_abc") == "op_abc"
+    assert obs._operation_id_from_path("/v1/operations") is None
+    assert obs._operation_id_from_path("/v1/events/stripe/ws_1") is None
+
+
+def test_registry_exposes_every_documented_metric() -> None:
+    obs.EVENTS_RECEIVED.labels(provider="stripe").inc()
+    obs.EVENTS_DEDUPLICATED.labels(provider="stripe").inc()
+    obs.EVENTS_REFUSED.labels(provider="stripe", reason="signature").inc()
+    obs.OPERATION_TRANSITIONS.labels(state="VERIFIED").inc()
+    obs.OBSERVATION_LATENCY.labels(channel="c", verifier="http", status="ok").observe(0.02)
+    obs.record_verdict("VERIFIED", "all_conditions_hold")
+    obs.TASKS.labels(task="provely.observe", outcome="SUCCESS").inc()
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime.now(UTC)
+    obs.observe_queue_lag("observe", now - timedelta(seconds=2), now)
+    obs.observe_queue_lag("observe", None, now)  # nothing due: nothing recorded
+    registry = obs.metrics_registry(
+        [obs.OperationsByStateCollector(lambda: {"PENDING": 3, "VERIFIED": 7})]
+    )
+    text = generate_latest(registry).decode()
+    for name in (
+        "provely_events_received_total",
+        "provely_events_deduplicated_total",
+        "provely_events_refused_total",
+        "provely_operation_transitions_total",
+        "provely_observation_latency_seconds_bucket",
+        "provely_queue_lag_seconds_bucket",
+        "provely_verdicts_total",
+        "provely_tasks_total",
+    ):
+        assert name in text, name
+    assert 'provely_operations{state="PENDING"} 3.0' in text
+    assert 'provely_operations{state="VERIFIED"} 7.0' in text
+    assert 'provely_verdicts_total{reason="all_conditions_hold",verdict="VERIFIED"}' in text
+
+
+def test_a_failing_database_count_does_not_break_the_scrape() -> None:
+    def broken() -> dict[str, int]:
+        raise RuntimeError("database away")
+
+    registry = obs.metrics_registry([obs.OperationsByStateCollector(broken)])
+    text = generate_latest(registry).decode()
+    assert "provely_operations" in text
+    assert "provely_operations{state=" not in text
+
+
+def test_task_operation_id_from_args_or_kwargs() -> None:
+    assert obs._task_operation_id(["op_1", 3], {}) == "op_1"
+    assert obs._task_operation_id([], {"operation_id": "op_2"}) == "op_2"
+    assert obs._task_operation_id(["x"], {}) is None

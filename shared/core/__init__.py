@@ -1,1 +1,64 @@
+"""The pure core of Provely: contracts, expressions, operators, the verdict engine and friends.
 
+Nothing in this package performs I/O, reads a clock, draws a random number or reads the
+environment: callers pass time, ids and randomness in. ``tests/unit/core/test_purity.py``
+walks the imports to keep it that way.
+
+Modules:
+
+- ``contract``      the completion contract model, canonical JSON and its hash
+- ``types``         value types the core takes and returns (observations, decisions, ...)
+- ``expressions``   ``$root.a.b`` expressions, the ``UNKNOWN`` sentinel, evaluation contexts
+- ``operators``     the three-valued operators of the contract language
+- ``engine``        ``decide`` (the verdict engine) and ``state_after``
+- ``events``        the webhook channel's reduction of stored provider events
+- ``schedule``      the wait before each observation, and jitter
+- ``state_machine`` the operation lifecycle as an explicit transition table
+- ``retry``         the frozen retry table
+
+Error tree (every error the core raises on purpose)::
+
+    CoreError                         base of all core errors
+    ├── ExpressionError (ValueError)  a malformed expression or path template
+    ├── ChannelError (ValueError)     a channel used with the wrong verifier
+    ├── ScheduleError (ValueError)    an observation number or jitter argument out of range
+    └── IllegalTransition             a state change the lifecycle table does not allow
+
+Contracts that do not validate raise ``pydantic.ValidationError`` from ``Contract.model_validate``.
+A missing path is never an error: it evaluates to ``UNKNOWN``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChannelError",
+    "CoreError",
+    "ExpressionError",
+    "IllegalTransition",
+    "ScheduleError",
+]
+
+
+class CoreError(Exception):
+    """Base class of every error the pure core raises on purpose."""
+
+
+class ExpressionError(CoreError, ValueError):
+    """An expression or a path template is malformed (not a missing value: that is UNKNOWN)."""
+
+
+class ChannelError(CoreError, ValueError):
+    """A channel was handed to a function made for another verifier."""
+
+
+class ScheduleError(CoreError, ValueError):
+    """An observation number or a jitter argument is out of range."""
+
+
+class IllegalTransition(CoreError):
+    """The operation lifecycle does not allow this state change."""
+
+    def __init__(self, current: str, target: str) -> None:
+        super().__init__(f"illegal transition {current} -> {target}")
+        self.current = current
+        self.target = target

@@ -1,0 +1,128 @@
+"""The webhook channel's reduction of stored provider events.
+
+This module owns :func:`reduce_events`: from the verified events stored for a workspace it
+keeps those that belong to one webhook channel of one operation and returns the value that
+``$observed.<channel>.*`` reads::
+
+    {events, count, latest, earliest, types, duplicates_dropped, unsupported}
+
+Steps, each independent of arrival order:
+
+1. keep events whose type is one of the channel's ``event_types`` and whose every match rule
+   is true (three-valued over ``$event.*`` = the event body; unknown does not count);
+2. drop events older than the operation, compared at whole-second precision (providers write
+   whole seconds), unless the channel sets ``include_before_operation``;
+3. deduplicate on the provider event id;
+4. set aside events whose API version (``EventRecord.api_version``, else the body's
+   ``api_version``) is not one of the contract's provider API versions: they are counted in
+   ``unsupported`` and nothing reads them (an empty version list accepts every version);
+5. order by ``(provider timestamp, event id)``. Providers stamp whole seconds, so several
+   events often share a timestamp; the event id breaks the tie. The tie-break is arbitrary
+   but stable: it never depends on when or in which order the deliveries arrived.
+
+``duplicates_dropped`` counts repeated event ids in the input plus the ``duplicates``
+counters of the kept records (deliveries the intake already refused as repeats).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from shared.core import ChannelError
+from shared.core.contract import Channel, MatchRule
+from shared.core.expressions import EvaluationContext, Expression, Operand, compile_operand
+from shared.core.expressions import compile_expression as _compile
+from shared.core.operators import evaluate
+from shared.core.types import EventRecord
+
+__all__ = ["reduce_events"]
+
+_SECOND: Final = timedelta(seconds=1)
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _utc(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _whole_second(value: datetime) -> int:
+    return (_utc(value) - _EPOCH) // _SECOND
+
+
+def _compile_rules(rules: Iterable[MatchRule]) -> list[tuple[Expression, Any, Operand]]:
+    return [(_compile(rule.path), rule.op, compile_operand(rule.value)) for rule in rules]
+
+
+def _api_version(event: EventRecord) -> str | None:
+    if event.api_version is not None:
+        return event.api_version
+    value = event.body.get("api_version") if isinstance(event.body, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def reduce_events(
+    channel: Channel,
+    events: Iterable[EventRecord],
+    *,
+    context: EvaluationContext,
+    operation_created_at: datetime,
+    api_versions: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Reduce stored events to the observed value of a webhook ``channel``.
+
+    ``context`` supplies ``$correlation``, ``$input`` and ``$operation`` to the match rules;
+    ``$event`` is bound to each event's body in turn. Raises ``ChannelError`` when the
+    channel has no webhook verifier.
+    """
+    verifier = channel.webhook
+    if channel.verifier != "webhook" or verifier is None:
+        raise ChannelError(f"channel {channel.name!r} is not a webhook channel")
+    types = frozenset(verifier.event_types)
+    rules = _compile_rules(verifier.match)
+    start = _whole_second(operation_created_at)
+    accepted = frozenset(api_versions)
+
+    kept: dict[str, EventRecord] = {}
+    unsupported: set[str] = set()
+    repeated = 0
+    for event in sorted(events, key=_order_key):
+        if event.type not in types:
+            continue
+        if not verifier.include_before_operation and (
+            _whole_second(event.provider_timestamp) < start
+        ):
+            continue
+        scoped = context.with_event(event.body)
+        truths = [
+            evaluate(op, path.resolve(scoped), operand.resolve(scoped))
+            for path, op, operand in rules
+        ]
+        if False in truths:
+            continue
+        if event.event_id in kept or event.event_id in unsupported:
+            repeated += 1
+            continue
+        if accepted and _api_version(event) not in accepted:
+            unsupported.add(event.event_id)
+            continue
+        if None in truths:
+            continue
+        kept[event.event_id] = event
+
+    ordered = list(kept.values())
+    bodies = [event.body for event in ordered]
+    return {
+        "events": bodies,
+        "count": len(bodies),
+        "latest": bodies[-1] if bodies else None,
+        "earliest": bodies[0] if bodies else None,
+        "types": sorted({event.type for event in ordered}),
+        "duplicates_dropped": repeated + sum(event.duplicates for event in ordered),
+        "unsupported": len(unsupported),
+    }
+
+
+def _order_key(event: EventRecord) -> tuple[datetime, str]:
+    return _utc(event.provider_timestamp), event.event_id

@@ -1,0 +1,331 @@
+"""Expressions of the contract language: parsing, the ``UNKNOWN`` sentinel and resolution.
+
+This module owns the grammar ``$root.segment.segment…`` and what each root means:
+
+- ``$input.*``            what the agent declared when it created the operation
+- ``$action.result.*``    the action response the agent reported (E1; never evidence)
+- ``$operation.id``, ``$operation.created_at``
+- ``$correlation.<key>``  a correlation key (named by a strategy or the subject identity)
+- ``$observed.<channel>.*`` the usable reading of a channel (absent when stale or missing)
+- ``$event.*``            one provider event's body, inside a webhook channel's match rules
+
+An expression is compiled once (cached) into an :class:`Expression`. A path that is missing,
+walks through a non-container or names a root the context does not know resolves to
+``UNKNOWN`` — never an error, never a pass. A malformed expression raises ``ExpressionError``.
+Operands that are not expressions (strings not starting with ``$``, numbers, lists…) are
+literals and pass through unchanged; a list may mix literals and expressions.
+
+:func:`fill_path_template` fills an http verifier's path such as
+``/v1/refunds/{$correlation.refund_id}`` with URL-encoded values, or returns ``None`` when a
+placeholder cannot be filled safely.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from enum import Enum
+from functools import lru_cache
+from typing import Any, Final
+from urllib.parse import quote
+
+from shared.core import ExpressionError
+
+__all__ = [
+    "ROOTS",
+    "UNKNOWN",
+    "EvaluationContext",
+    "Expression",
+    "ListOperand",
+    "LiteralOperand",
+    "Operand",
+    "PathTemplate",
+    "Unknown",
+    "compile_expression",
+    "compile_operand",
+    "compile_path_template",
+    "fill_path_template",
+    "is_expression",
+    "resolve",
+]
+
+
+class Unknown(Enum):
+    """The third truth value's source: a value the engine does not know."""
+
+    UNKNOWN = "UNKNOWN"
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN: Final = Unknown.UNKNOWN
+
+ROOTS: Final = ("input", "action", "operation", "correlation", "observed", "event")
+_OPERATION_FIELDS: Final = ("id", "created_at")
+_EXPR_RE: Final = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z0-9_\-]+)*)$")
+_PLACEHOLDER_RE: Final = re.compile(r"\{([^{}]*)\}")
+_MISSING: Final = object()
+
+
+class EvaluationContext:
+    """Everything an expression can read for one operation at one moment.
+
+    ``observed`` holds, per channel, the value of the reading that may decide (latest, ok,
+    fresh); a channel without such a reading is absent and resolves to ``UNKNOWN``.
+    ``action_result`` is ``None`` when the agent reported no parsed response.
+    """
+
+    __slots__ = (
+        "action_result",
+        "correlation",
+        "event",
+        "input",
+        "observed",
+        "operation_created_at",
+        "operation_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        input: Mapping[str, Any] | None = None,
+        action_result: Any = None,
+        operation_id: Any = UNKNOWN,
+        operation_created_at: datetime | Unknown = UNKNOWN,
+        correlation: Mapping[str, Any] | None = None,
+        observed: Mapping[str, Any] | None = None,
+        event: Any = UNKNOWN,
+    ) -> None:
+        self.input: Mapping[str, Any] = input if input is not None else {}
+        self.action_result: Any = action_result
+        self.operation_id: Any = operation_id
+        self.operation_created_at: datetime | Unknown = operation_created_at
+        self.correlation: Mapping[str, Any] = correlation if correlation is not None else {}
+        self.observed: Mapping[str, Any] = observed if observed is not None else {}
+        self.event: Any = event
+
+    def with_event(self, event: Any) -> EvaluationContext:
+        """The same context with ``$event`` bound to one event body."""
+        return EvaluationContext(
+            input=self.input,
+            action_result=self.action_result,
+            operation_id=self.operation_id,
+            operation_created_at=self.operation_created_at,
+            correlation=self.correlation,
+            observed=self.observed,
+            event=event,
+        )
+
+
+def _walk(doc: Any, parts: tuple[str, ...], missing: Any) -> Any:
+    for part in parts:
+        if isinstance(doc, Mapping):
+            doc = doc.get(part, _MISSING)
+            if doc is _MISSING:
+                return missing
+        elif isinstance(doc, list | tuple) and part.isdigit():
+            index = int(part)
+            if index >= len(doc):
+                return missing
+            doc = doc[index]
+        else:
+            return missing
+    return doc
+
+
+class Expression:
+    """A compiled ``$root.a.b`` expression.
+
+    ``channel`` is the channel an ``$observed`` expression reads (``None`` otherwise).
+    """
+
+    __slots__ = ("channel", "head", "parts", "root", "text")
+
+    def __init__(self, text: str, root: str, head: str | None, parts: tuple[str, ...]) -> None:
+        self.text = text
+        self.root = root
+        self.head = head
+        self.parts = parts
+        self.channel = head if root == "observed" else None
+
+    def __repr__(self) -> str:
+        return f"Expression({self.text!r})"
+
+    def resolve(self, context: EvaluationContext, missing: Any = UNKNOWN) -> Any:
+        """The value at this path, ``UNKNOWN`` when the root document is unknown.
+
+        ``missing`` is what a missing segment inside a known document gives: ``UNKNOWN`` for
+        comparisons, ``None`` for the ``exists`` operator (absent is then a known fact).
+        """
+        root = self.root
+        if root == "observed":
+            doc = context.observed.get(self.head, _MISSING)  # type: ignore[arg-type]
+            if doc is _MISSING:
+                return UNKNOWN
+            return _walk(doc, self.parts, missing)
+        if root == "input":
+            return _walk(context.input, self.parts, missing)
+        if root == "correlation":
+            value = context.correlation.get(self.head, _MISSING)  # type: ignore[arg-type]
+            if value is _MISSING or value is UNKNOWN:
+                return UNKNOWN
+            return _walk(value, self.parts, missing)
+        if root == "action":
+            result = context.action_result
+            if result is None or result is UNKNOWN:
+                return UNKNOWN
+            return _walk(result, self.parts, missing)
+        if root == "operation":
+            if self.head == "id":
+                return context.operation_id
+            return context.operation_created_at
+        event = context.event
+        if event is UNKNOWN:
+            return UNKNOWN
+        return _walk(event, self.parts, missing)
+
+
+class LiteralOperand:
+    """An operand that is a plain value."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def resolve(self, context: EvaluationContext, missing: Any = UNKNOWN) -> Any:
+        return self.value
+
+
+class ListOperand:
+    """A list operand with at least one expression among its items."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple[Operand, ...]) -> None:
+        self.items = items
+
+    def resolve(self, context: EvaluationContext, missing: Any = UNKNOWN) -> Any:
+        return [item.resolve(context) for item in self.items]
+
+
+Operand = Expression | LiteralOperand | ListOperand
+
+
+def is_expression(value: Any) -> bool:
+    """True when ``value`` is an expression (a string starting with ``$``)."""
+    return isinstance(value, str) and value.startswith("$")
+
+
+@lru_cache(maxsize=4096)
+def compile_expression(text: str) -> Expression:
+    """Parse ``text`` once; raises ``ExpressionError`` when it is not a valid expression."""
+    match = _EXPR_RE.match(text)
+    if match is None:
+        raise ExpressionError(f"malformed expression {text!r}")
+    root = match.group(1)
+    segments = tuple(match.group(2).split(".")[1:])
+    if root not in ROOTS:
+        raise ExpressionError(f"unknown root ${root} in {text!r} (known: {', '.join(ROOTS)})")
+    head: str | None = None
+    parts = segments
+    if root == "action":
+        if not segments or segments[0] != "result":
+            raise ExpressionError(f"{text!r}: the action root is read as $action.result.*")
+        parts = segments[1:]
+    elif root == "operation":
+        if len(segments) != 1 or segments[0] not in _OPERATION_FIELDS:
+            raise ExpressionError(f"{text!r}: $operation has only .id and .created_at")
+        head = segments[0]
+        parts = ()
+    elif root in ("correlation", "observed"):
+        if not segments:
+            raise ExpressionError(f"{text!r}: ${root} needs a name after it")
+        head = segments[0]
+        parts = segments[1:]
+    return Expression(text, root, head, parts)
+
+
+def compile_operand(value: Any) -> Operand:
+    """An operand as written in a contract: an expression, a literal, or a list of either."""
+    if isinstance(value, str) and value.startswith("$"):
+        return compile_expression(value)
+    if isinstance(value, list | tuple) and any(is_expression(item) for item in value):
+        return ListOperand(tuple(compile_operand(item) for item in value))
+    return LiteralOperand(value)
+
+
+def resolve(expr: Any, context: EvaluationContext) -> Any:
+    """Resolve an expression (text or compiled) or pass a literal operand through."""
+    if isinstance(expr, Expression | LiteralOperand | ListOperand):
+        return expr.resolve(context)
+    return compile_operand(expr).resolve(context)
+
+
+class PathTemplate:
+    """A compiled http path template: literal pieces and the expressions between them."""
+
+    __slots__ = ("pieces", "text")
+
+    def __init__(self, text: str, pieces: tuple[str | Expression, ...]) -> None:
+        self.text = text
+        self.pieces = pieces
+
+    @property
+    def expressions(self) -> tuple[Expression, ...]:
+        return tuple(piece for piece in self.pieces if isinstance(piece, Expression))
+
+    def fill(self, context: EvaluationContext) -> str | None:
+        out: list[str] = []
+        for piece in self.pieces:
+            if isinstance(piece, str):
+                out.append(piece)
+                continue
+            value = piece.resolve(context)
+            text = _path_value(value)
+            if text is None:
+                return None
+            out.append(quote(text, safe=""))
+        return "".join(out)
+
+
+def _path_value(value: Any) -> str | None:
+    # Only non-empty strings and integers fill a path segment: an empty or structured value
+    # would change which resource is read (``/v1/refunds/`` lists every refund).
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+@lru_cache(maxsize=1024)
+def compile_path_template(template: str) -> PathTemplate:
+    """Parse ``template`` once; each ``{…}`` must hold an expression."""
+    pieces: list[str | Expression] = []
+    position = 0
+    for match in _PLACEHOLDER_RE.finditer(template):
+        if match.start() > position:
+            pieces.append(template[position : match.start()])
+        pieces.append(compile_expression(match.group(1)))
+        position = match.end()
+    rest = template[position:]
+    if (
+        "{" in rest
+        or "}" in rest
+        or any(isinstance(piece, str) and ("{" in piece or "}" in piece) for piece in pieces)
+    ):
+        raise ExpressionError(f"unbalanced braces in path template {template!r}")
+    if rest:
+        pieces.append(rest)
+    return PathTemplate(template, tuple(pieces))
+
+
+def fill_path_template(template: str, context: EvaluationContext) -> str | None:
+    """Fill ``{$expr}`` placeholders with URL-encoded values; ``None`` when one is unknown.
+
+    A value fills a placeholder only when it is a non-empty string or an integer.
+    """
+    return compile_path_template(template).fill(context)

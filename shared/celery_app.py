@@ -1,0 +1,162 @@
+"""The Celery application every Provely process shares: queues, task names, broker settings.
+
+Two tasks, each on its own queue so each service scales on its own:
+
+- ``provely.observe`` (queue ``observe``): read every channel of one operation for one fence;
+- ``provely.evaluate`` (queue ``verdict``): decide the operation and schedule what comes next.
+
+Messages only wake workers; PostgreSQL is the record. Every scheduled observation also lives in
+``operations.next_observation_at`` and the sweeper re-sends what a lost message left overdue,
+so the broker may lose anything (a killed worker, a Redis restart) without losing an operation.
+For the same reason messages are acknowledged late, rejected (requeued) when the worker process
+running them dies, and prefetched one at a time; tasks are fenced, so a redelivery is harmless.
+
+Broker: ``PROVELY_BROKER_URL`` (Redis in production). The embedded default is kombu's SQLAlchemy
+transport on a SQLite file; its stock transport polls once a second and passes every transport
+option to ``create_engine``, so this module registers a subclass under the ``sqla`` /
+``sqlalchemy`` schemes that polls every ``EMBEDDED_POLLING_INTERVAL_S`` and keeps the polling
+option away from SQLAlchemy. Only this process's kombu registry is touched.
+
+Task bodies live in ``services.observer.tasks`` and ``services.verdict.tasks``; the worker loads
+them by name (``include``), and senders address tasks by name (:func:`send`), so ``shared`` never
+imports a service.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from kombu import Queue
+from kombu import transport as kombu_transport
+from kombu.transport import sqlalchemy as kombu_sqla
+
+from shared.settings import Settings, get_settings
+
+__all__ = [
+    "EMBEDDED_POLLING_INTERVAL_S",
+    "EVALUATE_TASK",
+    "MAX_COUNTDOWN_S",
+    "OBSERVE_QUEUE",
+    "OBSERVE_TASK",
+    "REDIS_VISIBILITY_TIMEOUT_S",
+    "VERDICT_QUEUE",
+    "EmbeddedSqlaTransport",
+    "app",
+    "configure",
+    "send",
+]
+
+OBSERVE_TASK = "provely.observe"
+EVALUATE_TASK = "provely.evaluate"
+OBSERVE_QUEUE = "observe"
+VERDICT_QUEUE = "verdict"
+
+EMBEDDED_POLLING_INTERVAL_S = 0.1
+"""How often an idle embedded worker looks for new messages in the SQLite broker."""
+
+MAX_COUNTDOWN_S = 600.0
+"""The longest countdown put on a message. A later observation is sent by the sweeper when it
+comes due: a Redis message held longer than the visibility timeout would be delivered twice."""
+
+REDIS_VISIBILITY_TIMEOUT_S = 1800
+"""Redis redelivers an unacknowledged message after this long. It must exceed the longest
+countdown plus the longest task; lost messages are recovered much sooner by the sweeper."""
+
+
+class _EmbeddedSqlaChannel(kombu_sqla.Channel):
+    def _engine_from_config(self) -> Any:
+        conninfo: Any = self.connection.client
+        saved = conninfo.transport_options
+        options = dict(saved)
+        options.pop("polling_interval", None)
+        options.pop("visibility_timeout", None)
+        conninfo.transport_options = options
+        try:
+            return super()._engine_from_config()
+        finally:
+            conninfo.transport_options = saved
+
+
+class EmbeddedSqlaTransport(kombu_sqla.Transport):
+    """kombu's SQLAlchemy transport, polling every 0.1 s instead of every second."""
+
+    Channel = _EmbeddedSqlaChannel
+    polling_interval = EMBEDDED_POLLING_INTERVAL_S
+
+
+_TRANSPORT_PATH = f"{__name__}:EmbeddedSqlaTransport"
+kombu_transport.TRANSPORT_ALIASES["sqla"] = _TRANSPORT_PATH
+kombu_transport.TRANSPORT_ALIASES["sqlalchemy"] = _TRANSPORT_PATH
+
+
+def _transport_options(broker_url: str) -> dict[str, Any]:
+    if broker_url.startswith(("redis://", "rediss://", "redis+socket://")):
+        return {"visibility_timeout": REDIS_VISIBILITY_TIMEOUT_S}
+    if broker_url.startswith(("sqla+", "sqlalchemy+")):
+        options: dict[str, Any] = {"polling_interval": EMBEDDED_POLLING_INTERVAL_S}
+        if "sqlite" in broker_url.split("://", 1)[0]:
+            # Several processes share the file; wait for a writer instead of failing.
+            options["connect_args"] = {"timeout": 30}
+        return options
+    return {}
+
+
+def configure(celery: Celery, settings: Settings) -> None:
+    """Point ``celery`` at the broker of ``settings`` (call before the first message is sent)."""
+    broker_url = settings.resolved_broker_url()
+    if broker_url.startswith(("sqla+sqlite:///", "sqlalchemy+sqlite:///")):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    celery.conf.update(
+        broker_url=broker_url,
+        broker_transport_options=_transport_options(broker_url),
+    )
+
+
+def _create_app() -> Celery:
+    celery = Celery(
+        "provely",
+        include=["services.observer.tasks", "services.verdict.tasks"],
+    )
+    celery.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        result_serializer="json",
+        event_serializer="json",
+        result_backend=None,
+        task_ignore_result=True,
+        task_store_errors_even_if_ignored=False,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_acks_on_failure_or_timeout=True,
+        worker_prefetch_multiplier=1,
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+        task_send_sent_event=False,
+        broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
+        task_default_queue=OBSERVE_QUEUE,
+        task_queues=(Queue(OBSERVE_QUEUE), Queue(VERDICT_QUEUE)),
+        task_routes={
+            OBSERVE_TASK: {"queue": OBSERVE_QUEUE},
+            EVALUATE_TASK: {"queue": VERDICT_QUEUE},
+        },
+        task_create_missing_queues=False,
+        enable_utc=True,
+        timezone="UTC",
+        # A task never runs long: a readback is bounded by the HTTP timeout.
+        task_time_limit=300,
+        task_soft_time_limit=240,
+    )
+    configure(celery, get_settings())
+    return celery
+
+
+app = _create_app()
+
+
+def send(task_name: str, args: list[Any], *, countdown_s: float = 0.0) -> None:
+    """Send ``task_name`` by name (routed to its queue); the caller has committed already."""
+    countdown = max(0.0, countdown_s)
+    app.send_task(task_name, args=args, countdown=countdown if countdown > 0 else None)

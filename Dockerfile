@@ -1,0 +1,36 @@
+# Provely production image: every service (ingress, observer, verdict, sweeper, sandbox) runs
+# from this one image with a different command; configuration comes from PROVELY_* variables.
+
+FROM python:3.11-slim AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY shared ./shared
+COPY services ./services
+RUN python -m pip wheel --wheel-dir /wheels .
+
+FROM python:3.11-slim AS runtime
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PROVELY_DATA_DIR=/var/lib/provely \
+    PROVELY_LOG_JSON=true
+RUN groupadd --system --gid 10001 provely \
+    && useradd --system --uid 10001 --gid provely --home-dir /var/lib/provely \
+       --shell /usr/sbin/nologin provely \
+    && mkdir -p /var/lib/provely \
+    && chown provely:provely /var/lib/provely
+COPY --from=build /wheels /wheels
+RUN python -m pip install /wheels/*.whl && rm -rf /wheels
+# The shipped contracts (signed skills) sit next to the installed packages, where the registry
+# looks for them.
+COPY contracts /tmp/contracts
+RUN site="$(python -c 'import pathlib, shared; print(pathlib.Path(shared.__file__).resolve().parents[1])')" \
+    && mv /tmp/contracts "$site/contracts" \
+    && provely --help >/dev/null
+USER provely:provely
+WORKDIR /var/lib/provely
+EXPOSE 8080 9100
+# Each compose service overrides this; the ingress is the default.
+CMD ["provely", "serve", "ingress", "--host", "0.0.0.0", "--port", "8080", "--workers", "4"]

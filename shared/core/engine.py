@@ -41,7 +41,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from typing import Any, Final
 
 from shared.core.contract import Contract, Operator
@@ -53,7 +52,7 @@ from shared.core.expressions import (
     compile_expression,
     compile_operand,
 )
-from shared.core.operators import evaluate
+from shared.core.operators import operator_function
 from shared.core.types import (
     ConditionResult,
     Decision,
@@ -102,9 +101,12 @@ EXPLANATIONS: Final[Mapping[str, str]] = {
 class _Condition:
     __slots__ = (
         "allowed",
+        "channel_list",
         "channels",
         "class_",
         "evidence",
+        "fixed_note",
+        "fn",
         "id",
         "kind",
         "missing",
@@ -132,6 +134,7 @@ class _Condition:
         self.kind = kind
         self.path: Expression = compile_expression(path)
         self.op = op
+        self.fn = operator_function(op)
         self.operand: Operand = compile_operand(value)
         self.prose = prose
         self.class_ = class_
@@ -141,6 +144,12 @@ class _Condition:
         channels = {self.path.channel} | _operand_channels(self.operand)
         channels.discard(None)
         self.channels: frozenset[str] = frozenset(c for c in channels if c is not None)
+        self.channel_list = tuple(sorted(self.channels))
+        self.fixed_note: str | None = None
+        if not self.channels and kind != "completion":
+            self.fixed_note = "not_evidence"
+        elif verdict in _NOT_IN_MAP:
+            self.fixed_note = "verdict_not_allowed_in_map"
         # Only a condition that reads a provider channel may decide; the agent is no evidence.
         self.allowed = bool(self.channels) and verdict not in _NOT_IN_MAP
 
@@ -271,28 +280,21 @@ class _Compiled:
         )
 
 
-class _Identity:
-    """Hashes a contract by identity so the compile cache never hashes its content."""
-
-    __slots__ = ("contract",)
-
-    def __init__(self, contract: Contract) -> None:
-        self.contract = contract
-
-    def __hash__(self) -> int:
-        return id(self.contract)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Identity) and other.contract is self.contract
-
-
-@lru_cache(maxsize=128)
-def _compile_cached(key: _Identity) -> _Compiled:
-    return _Compiled(key.contract)
+_CACHE_SIZE: Final = 128
+_cache: dict[int, tuple[Contract, _Compiled]] = {}
 
 
 def _compiled(contract: Contract) -> _Compiled:
-    return _compile_cached(_Identity(contract))
+    """The compiled form of ``contract``, cached by object identity (the cache holds the
+    contract, so its id cannot be reused while the entry lives)."""
+    entry = _cache.get(id(contract))
+    if entry is not None and entry[0] is contract:
+        return entry[1]
+    compiled = _Compiled(contract)
+    if len(_cache) >= _CACHE_SIZE:
+        _cache.pop(next(iter(_cache)))
+    _cache[id(contract)] = (contract, compiled)
+    return compiled
 
 
 def _utc(value: datetime) -> datetime:
@@ -305,8 +307,13 @@ def _usable_key(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+_PLAIN_TYPES: Final = frozenset({str, int, float, bool, type(None), dict})
+
+
 def _plain(value: Any) -> Any:
     """A condition operand as the record shows it: UNKNOWN is null, times are ISO-8601."""
+    if type(value) in _PLAIN_TYPES:
+        return value
     if value is UNKNOWN:
         return None
     if isinstance(value, datetime):
@@ -370,10 +377,14 @@ def build_context(
 
 def deadline_of(contract: Contract, facts: OperationFacts) -> datetime:
     """``facts.deadline``, else the action report (or creation) time plus the timeout."""
+    return _deadline(_compiled(contract), facts)
+
+
+def _deadline(compiled: _Compiled, facts: OperationFacts) -> datetime:
     if facts.deadline is not None:
         return _utc(facts.deadline)
     start = facts.action_reported_at or facts.created_at
-    return _utc(start) + _compiled(contract).timeout
+    return _utc(start) + compiled.timeout
 
 
 def _latest(compiled: _Compiled, observations: Iterable[Observation]) -> dict[str, Observation]:
@@ -436,24 +447,30 @@ def decide(
     context.observed = observed
 
     results: list[ConditionResult] = []
+    note_cache: dict[tuple[str, ...], str | None] = {}
     holds: dict[str, bool | None] = {}
     for cond in compiled.all_conditions:
         left = cond.path.resolve(context, cond.missing)
         right = cond.operand.resolve(context)
-        truth = evaluate(cond.op, left, right)
+        truth = cond.fn(left, right)
         holds[cond.id] = truth
-        note: str | None = None
-        if not cond.channels:
-            note = "not_evidence" if cond.kind != "completion" else None
-        elif cond.verdict in _NOT_IN_MAP:
-            note = "verdict_not_allowed_in_map"
-        else:
-            for name in cond.channels:
-                channel_note = notes.get(name)
-                if channel_note is not None:
-                    note = channel_note if note is None else f"{note}, {channel_note}"
+        note = cond.fixed_note
+        if note is None and cond.channel_list:
+            key = cond.channel_list
+            if key in note_cache:
+                note = note_cache[key]
+            else:
+                found = [notes[name] for name in key if name in notes]
+                note = note_cache[key] = ", ".join(found) if found else None
         results.append(
-            ConditionResult(cond.id, cond.kind, truth, _plain(left), _plain(right), note)
+            ConditionResult(
+                cond.id,
+                cond.kind,
+                truth,
+                left if type(left) in _PLAIN_TYPES else _plain(left),
+                right if type(right) in _PLAIN_TYPES else _plain(right),
+                note,
+            )
         )
 
     subject_id = correlation.get(compiled.subject_key)
@@ -476,7 +493,7 @@ def decide(
             correlated = False
     correlated = correlated and strong
 
-    past_deadline = now >= deadline_of(contract, facts)
+    past_deadline = now >= _deadline(compiled, facts)
     verdict: Verdict
     reason: str
     class_: str | None = None

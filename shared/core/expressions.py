@@ -67,6 +67,7 @@ _OPERATION_FIELDS: Final = ("id", "created_at")
 _EXPR_RE: Final = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z0-9_\-]+)*)$")
 _PLACEHOLDER_RE: Final = re.compile(r"\{([^{}]*)\}")
 _MISSING: Final = object()
+_NO_DOC: Final = object()
 
 
 class EvaluationContext:
@@ -120,8 +121,10 @@ class EvaluationContext:
 
 
 def _walk(doc: Any, parts: tuple[str, ...], missing: Any) -> Any:
+    if doc is _NO_DOC:
+        return UNKNOWN
     for part in parts:
-        if isinstance(doc, Mapping):
+        if type(doc) is dict or isinstance(doc, Mapping):
             doc = doc.get(part, _MISSING)
             if doc is _MISSING:
                 return missing
@@ -136,7 +139,8 @@ def _walk(doc: Any, parts: tuple[str, ...], missing: Any) -> Any:
 
 
 class Expression:
-    """A compiled ``$root.a.b`` expression.
+    """A compiled ``$root.a.b`` expression (this base class resolves ``$event``; each other
+    root has its own subclass).
 
     ``channel`` is the channel an ``$observed`` expression reads (``None`` otherwise).
     """
@@ -159,32 +163,66 @@ class Expression:
         ``missing`` is what a missing segment inside a known document gives: ``UNKNOWN`` for
         comparisons, ``None`` for the ``exists`` operator (absent is then a known fact).
         """
-        root = self.root
-        if root == "observed":
-            doc = context.observed.get(self.head, _MISSING)  # type: ignore[arg-type]
-            if doc is _MISSING:
-                return UNKNOWN
-            return _walk(doc, self.parts, missing)
-        if root == "input":
-            return _walk(context.input, self.parts, missing)
-        if root == "correlation":
-            value = context.correlation.get(self.head, _MISSING)  # type: ignore[arg-type]
-            if value is _MISSING or value is UNKNOWN:
-                return UNKNOWN
-            return _walk(value, self.parts, missing)
-        if root == "action":
-            result = context.action_result
-            if result is None or result is UNKNOWN:
-                return UNKNOWN
-            return _walk(result, self.parts, missing)
-        if root == "operation":
-            if self.head == "id":
-                return context.operation_id
-            return context.operation_created_at
-        event = context.event
-        if event is UNKNOWN:
+        return _walk(
+            context.event if context.event is not UNKNOWN else _NO_DOC, self.parts, missing
+        )
+
+
+# One subclass per root, so resolution does not test the root name on every call.
+
+
+class _Observed(Expression):
+    __slots__ = ()
+
+    def resolve(self, context: EvaluationContext, missing: Any = UNKNOWN) -> Any:
+        doc = context.observed.get(self.head, _MISSING)  # type: ignore[arg-type]
+        if doc is _MISSING:
             return UNKNOWN
-        return _walk(event, self.parts, missing)
+        parts = self.parts
+        if len(parts) == 1 and type(doc) is dict:
+            return doc.get(parts[0], missing)
+        return _walk(doc, parts, missing)
+
+
+class _Input(Expression):
+    __slots__ = ()
+
+    def resolve(self, context: EvaluationContext, missing: Any = UNKNOWN) -> Any:
+        return _walk(context.input, self.parts, missing)
+
+
+class _Correlation(Expression):
+    __slots__ = ()
+
+    def resolve(self, context: EvaluationContext, missing: Any = UNKNOWN) -> Any:
+        value = context.correlation.get(self.head, _MISSING)  # type: ignore[arg-type]
+        if value is _MISSING or value is UNKNOWN:
+            return UNKNOWN
+        return _walk(value, self.parts, missing)
+
+
+class _Action(Expression):
+    __slots__ = ()
+
+    def resolve(self, context: EvaluationContext, missing: Any = UNKNOWN) -> Any:
+        result = context.action_result
+        if result is None or result is UNKNOWN:
+            return UNKNOWN
+        return _walk(result, self.parts, missing)
+
+
+class _OperationId(Expression):
+    __slots__ = ()
+
+    def resolve(self, context: EvaluationContext, missing: Any = UNKNOWN) -> Any:
+        return context.operation_id
+
+
+class _OperationCreatedAt(Expression):
+    __slots__ = ()
+
+    def resolve(self, context: EvaluationContext, missing: Any = UNKNOWN) -> Any:
+        return context.operation_created_at
 
 
 class LiteralOperand:
@@ -245,7 +283,20 @@ def compile_expression(text: str) -> Expression:
             raise ExpressionError(f"{text!r}: ${root} needs a name after it")
         head = segments[0]
         parts = segments[1:]
-    return Expression(text, root, head, parts)
+    if root == "operation":
+        kind: type[Expression] = _OperationId if head == "id" else _OperationCreatedAt
+    else:
+        kind = _KINDS[root]
+    return kind(text, root, head, parts)
+
+
+_KINDS: Final[dict[str, type[Expression]]] = {
+    "input": _Input,
+    "action": _Action,
+    "correlation": _Correlation,
+    "observed": _Observed,
+    "event": Expression,
+}
 
 
 def compile_operand(value: Any) -> Operand:

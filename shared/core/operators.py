@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from shared.core.contract import Operator
 from shared.core.expressions import UNKNOWN
 
-__all__ = ["Truth", "evaluate", "to_instant", "truth_and"]
+__all__ = ["Truth", "evaluate", "operator_function", "to_instant", "truth_and"]
 
 Truth = bool | None
 
@@ -50,8 +50,23 @@ _SECONDS_RE: Final = re.compile(r"[T ]\d{2}:\d{2}:\d{2}")
 _MINUTES_RE: Final = re.compile(r"[T ]\d{2}:?\d{2}")
 
 
+_EXACT_KINDS: Final[dict[type, str]] = {
+    bool: "bool",
+    int: "number",
+    str: "str",
+    type(None): "null",
+    list: "list",
+    tuple: "list",
+    dict: "object",
+    datetime: "datetime",
+}
+
+
 def _kind(value: Any) -> str | None:
     """The comparison type of a value; ``None`` when it cannot be compared at all."""
+    exact = _EXACT_KINDS.get(type(value))
+    if exact is not None:
+        return exact
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int):
@@ -191,36 +206,73 @@ def _time_order(left: Any, right: Any) -> int | None:
     return 1 if x > y else 0
 
 
-def evaluate(op: Operator, left: Any, right: Any) -> Truth:
-    """Apply ``op`` to the resolved operands: ``True``, ``False`` or ``None`` (unknown)."""
+def _ne(left: Any, right: Any) -> Truth:
+    equal = _eq(left, right)
+    return None if equal is None else not equal
+
+
+def _gt(left: Any, right: Any) -> Truth:
+    order = _order(left, right)
+    return None if order is None else order > 0
+
+
+def _gte(left: Any, right: Any) -> Truth:
+    order = _order(left, right)
+    return None if order is None else order >= 0
+
+
+def _lt(left: Any, right: Any) -> Truth:
+    order = _order(left, right)
+    return None if order is None else order < 0
+
+
+def _lte(left: Any, right: Any) -> Truth:
+    order = _order(left, right)
+    return None if order is None else order <= 0
+
+
+def _not_in(left: Any, right: Any) -> Truth:
+    found = _in(left, right)
+    return None if found is None else not found
+
+
+def _time_after(left: Any, right: Any) -> Truth:
+    order = _time_order(left, right)
+    return None if order is None else order >= 0
+
+
+def _time_before(left: Any, right: Any) -> Truth:
+    order = _time_order(left, right)
+    return None if order is None else order < 0
+
+
+def operator_function(op: Operator) -> Callable[[Any, Any], Truth]:
+    """The implementation of ``op``; compiled contracts keep it to skip the dispatch."""
     match op:
         case Operator.EQ:
-            return _eq(left, right)
+            return _eq
         case Operator.NE:
-            equal = _eq(left, right)
-            return None if equal is None else not equal
+            return _ne
         case Operator.GT:
-            order = _order(left, right)
-            return None if order is None else order > 0
+            return _gt
         case Operator.GTE:
-            order = _order(left, right)
-            return None if order is None else order >= 0
+            return _gte
         case Operator.LT:
-            order = _order(left, right)
-            return None if order is None else order < 0
+            return _lt
         case Operator.LTE:
-            order = _order(left, right)
-            return None if order is None else order <= 0
+            return _lte
         case Operator.IN:
-            return _in(left, right)
+            return _in
         case Operator.NOT_IN:
-            found = _in(left, right)
-            return None if found is None else not found
+            return _not_in
         case Operator.EXISTS:
-            return _exists(left, right)
+            return _exists
         case Operator.TIME_AFTER:
-            order = _time_order(left, right)
-            return None if order is None else order >= 0
+            return _time_after
         case Operator.TIME_BEFORE:
-            order = _time_order(left, right)
-            return None if order is None else order < 0
+            return _time_before
+
+
+def evaluate(op: Operator, left: Any, right: Any) -> Truth:
+    """Apply ``op`` to the resolved operands: ``True``, ``False`` or ``None`` (unknown)."""
+    return operator_function(op)(left, right)

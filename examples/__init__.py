@@ -1,0 +1,1 @@
+"""Example apps that run against the Provely sandboxes."""

@@ -306,8 +306,8 @@ class _ContractLinter:
                 "E1 is the action response, which never verifies: require E2 or higher",
             )
         names = [ch.name for ch in self.c.channels]
-        for dup in _duplicates(names):
-            self.err(f"channels[{names.index(dup)}].name", f"channel {dup} is declared twice")
+        for i, dup in _duplicates(names):
+            self.err(f"channels[{i}].name", f"channel {dup} is declared twice")
         if not self.c.channels:
             self.err("channels", "declare at least one channel")
         for i, ch in enumerate(self.c.channels):
@@ -345,7 +345,7 @@ class _ContractLinter:
                 if ch.webhook is None:
                     self.err(f"{where}.webhook", "a webhook channel needs its webhook parameters")
                 else:
-                    for dup in _duplicates(list(ch.webhook.event_types)):
+                    for _, dup in _duplicates(list(ch.webhook.event_types)):
                         self.err(f"{where}.webhook.event_types", f"{dup} is listed twice")
                     for j, rule in enumerate(ch.webhook.match):
                         mwhere = f"{where}.webhook.match[{j}]"
@@ -468,8 +468,8 @@ class _ContractLinter:
 
     def _sources(self) -> None:
         refs = [s.ref for s in self.c.sources]
-        for dup in _duplicates(refs):
-            self.err(f"sources[{refs.index(dup)}].ref", f"{dup} is listed twice")
+        for i, dup in _duplicates(refs):
+            self.err(f"sources[{i}].ref", f"{dup} is listed twice")
         for i, src in enumerate(self.c.sources):
             if not src.url.startswith(("https://", "http://")):
                 self.err(f"sources[{i}].url", "must be an http(s) URL")
@@ -614,12 +614,13 @@ def _is_event_expr(expr: str) -> bool:
     return isinstance(expr, str) and expr.startswith("$event.") and bool(_EXPR.match(expr))
 
 
-def _duplicates(items: Sequence[str]) -> list[str]:
+def _duplicates(items: Sequence[str]) -> list[tuple[int, str]]:
+    """(index, item) of every repeat of an earlier item."""
     seen: set[str] = set()
-    dups: list[str] = []
-    for item in items:
-        if item in seen and item not in dups:
-            dups.append(item)
+    dups: list[tuple[int, str]] = []
+    for i, item in enumerate(items):
+        if item in seen:
+            dups.append((i, item))
         seen.add(item)
     return dups
 

@@ -1,0 +1,29 @@
+"""Shared helpers of the contract tests: the repository root, the shipped files, a CLI runner."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CONTRACTS = REPO_ROOT / "contracts"
+STRIPE = CONTRACTS / "stripe"
+SUCCEEDED = STRIPE / "refund.succeeded.yaml"
+CREATED = STRIPE / "refund.created.yaml"
+
+
+def load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+_CACHE: dict[Path, Any] = {}
+
+
+def contract_data(path: Path = SUCCEEDED) -> Any:
+    """A fresh, mutable copy of a shipped contract document."""
+    if path not in _CACHE:
+        _CACHE[path] = load_yaml(path)
+    return copy.deepcopy(_CACHE[path])

@@ -7,7 +7,7 @@ Observations, transitions and events are append-only. Final states are written o
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -19,10 +19,13 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
+    MetaData,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
@@ -38,17 +41,54 @@ __all__ = [
     "Receipt",
     "ReceiptKey",
     "Transition",
+    "UtcDateTime",
     "Workspace",
 ]
 
 # BIGINT autoincrement on PostgreSQL, INTEGER (rowid) on SQLite.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 Json = JSON()
-UtcDateTime = DateTime(timezone=True)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend.
+
+    PostgreSQL stores ``timestamptz``; SQLite keeps no zone, so values are written as naive UTC
+    and read back as aware UTC. A naive value handed in is refused: it is always a bug.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime; pass an aware UTC datetime")
+        value = value.astimezone(UTC)
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
 
 
 class Base(DeclarativeBase):
-    pass
+    # Named constraints, so SQLite batch migrations can find them again.
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(column_0_label)s",
+            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+            "ck": "ck_%(table_name)s_%(constraint_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
 
 
 class Workspace(Base):
@@ -57,7 +97,7 @@ class Workspace(Base):
     id: Mapped[str] = mapped_column(String(40), primary_key=True)  # ws_…
     name: Mapped[str] = mapped_column(String(200))
     action_window_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class ApiKey(Base):
@@ -71,8 +111,8 @@ class ApiKey(Base):
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     scopes: Mapped[str] = mapped_column(String(100), default="agent")  # "agent" | "admin,agent"
     name: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
-    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
 class Connection(Base):
@@ -92,8 +132,8 @@ class Connection(Base):
     auth_scheme: Mapped[str] = mapped_column(String(32), default="bearer")  # bearer|header
     auth_header: Mapped[str | None] = mapped_column(String(100), nullable=True)
     rate_limit_per_second: Mapped[float | None] = mapped_column(nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
-    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class Operation(Base):
@@ -136,24 +176,24 @@ class Operation(Base):
     action_result: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
     action_error: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
     action_http_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    action_reported_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
-    action_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    action_reported_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    action_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
     subject_id: Mapped[str | None] = mapped_column(String(255), nullable=True, index=True)
     learned_keys: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
 
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # observations made
     fence: Mapped[int] = mapped_column(Integer, default=0)  # observation number scheduled
-    next_observation_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
-    enqueued_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
-    deadline: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    next_observation_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    deadline: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
     decision: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
-    decided_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    decided_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     review: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
 
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
-    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class Observation(Base):
@@ -173,8 +213,8 @@ class Observation(Base):
     digest: Mapped[str | None] = mapped_column(String(64), nullable=True)  # sha256 of raw
     http_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    provider_timestamp: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
-    observed_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    provider_timestamp: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    observed_at: Mapped[datetime] = mapped_column(UtcDateTime())
     latency_ms: Mapped[float | None] = mapped_column(nullable=True)
 
 
@@ -189,14 +229,14 @@ class Event(Base):
     provider: Mapped[str] = mapped_column(String(64))
     event_id: Mapped[str] = mapped_column(String(255))
     type: Mapped[str] = mapped_column(String(200))
-    provider_timestamp: Mapped[datetime] = mapped_column(UtcDateTime)
+    provider_timestamp: Mapped[datetime] = mapped_column(UtcDateTime())
     api_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
     object_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
     body: Mapped[dict[str, Any]] = mapped_column(Json)
     raw: Mapped[bytes] = mapped_column(LargeBinary)
     digest: Mapped[str] = mapped_column(String(64))
     duplicates: Mapped[int] = mapped_column(Integer, default=0)
-    received_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    received_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class EventKey(Base):
@@ -228,7 +268,7 @@ class OperationEvent(Base):
     workspace_id: Mapped[str] = mapped_column(String(40))
     strategy: Mapped[str] = mapped_column(String(32))
     assurance: Mapped[str] = mapped_column(String(16))  # strong | weak
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class Transition(Base):
@@ -250,7 +290,7 @@ class Transition(Base):
     reason: Mapped[str | None] = mapped_column(String(200), nullable=True)
     cause: Mapped[str] = mapped_column(String(64))
     details: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     prev_hash: Mapped[str] = mapped_column(String(64))
     hash: Mapped[str] = mapped_column(String(64))
 
@@ -267,7 +307,7 @@ class Receipt(Base):
     key_id: Mapped[str] = mapped_column(String(64))
     supersedes: Mapped[str | None] = mapped_column(String(40), nullable=True)
     current: Mapped[bool] = mapped_column(Boolean, default=True)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class ReceiptKey(Base):
@@ -279,8 +319,8 @@ class ReceiptKey(Base):
     public_key: Mapped[str] = mapped_column(Text)  # base64 raw Ed25519 public key
     private_key_enc: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     status: Mapped[str] = mapped_column(String(16))  # active | retired
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
-    retired_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    retired_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
 class CustomContract(Base):
@@ -295,4 +335,4 @@ class CustomContract(Base):
     version: Mapped[str] = mapped_column(String(40))
     hash: Mapped[str] = mapped_column(String(64))
     document: Mapped[dict[str, Any]] = mapped_column(Json)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())

@@ -1,0 +1,75 @@
+"""Alembic environment: the URL comes from the Alembic config (set by ``shared.db.migrate``),
+else from the settings (``PROVELY_DATABASE_URL``). SQLite runs in batch mode."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from alembic import context
+from sqlalchemy import Engine
+
+from shared.db.models import Base, UtcDateTime
+from shared.db.session import make_engine
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def _url() -> str:
+    url = config.get_main_option("sqlalchemy.url")
+    if url:
+        return url
+    from shared.settings import get_settings
+
+    return get_settings().resolved_database_url()
+
+
+def _render_item(type_: str, obj: Any, autogen_context: Any) -> str | Literal[False]:
+    """Render the project's UTC datetime as a plain timezone-aware DateTime."""
+    if type_ == "type" and isinstance(obj, UtcDateTime):
+        return "sa.DateTime(timezone=True)"
+    return False
+
+
+def _configure(connection: Any) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+        render_item=_render_item,
+        compare_type=True,
+    )
+
+
+def run_migrations_offline() -> None:
+    context.configure(
+        url=_url(),
+        target_metadata=target_metadata,
+        literal_binds=True,
+        render_item=_render_item,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _configure(connection)
+        with context.begin_transaction():
+            context.run_migrations()
+        return
+    engine: Engine = make_engine(_url())
+    try:
+        with engine.connect() as conn:
+            _configure(conn)
+            with context.begin_transaction():
+                context.run_migrations()
+    finally:
+        engine.dispose()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

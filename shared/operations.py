@@ -1,0 +1,373 @@
+"""Operations in the record: the one place that changes an operation's state.
+
+:func:`change_state` checks the core's lifecycle table, then writes the new state with
+``UPDATE operations … WHERE id = :id AND version = :v AND state = :current``, bumps the
+version, appends the transition to the workspace's audit chain and, when the new state is final
+with a verdict, issues the receipt — all in the caller's transaction. It returns False when
+another writer got there first; the caller re-reads the operation and decides again.
+
+Also: :func:`facts_for` (what the engine needs besides observations), :func:`contract_for` (the
+exact contract an operation was created with, checked against its hash), and the contract
+look-ups the API uses (:func:`find_contract`, :func:`list_contracts`).
+
+Errors::
+
+    LookupError
+    └── ContractNotFound        no such contract (or version) for this workspace
+        └── ContractMismatch    the contract found no longer has the operation's hash
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
+
+from shared.audit import append_transition
+from shared.core import IllegalTransition
+from shared.core.contract import Contract, contract_hash
+from shared.core.types import Decision, OperationFacts, OperationState
+from shared.db.models import CustomContract, Operation
+
+__all__ = [
+    "ContractMismatch",
+    "ContractNotFound",
+    "ProviderSkill",
+    "ResolvedContract",
+    "change_state",
+    "contract_for",
+    "decision_document",
+    "facts_for",
+    "find_contract",
+    "list_contracts",
+    "provider_skill",
+    "shipped_contracts",
+]
+
+
+class ContractNotFound(LookupError):
+    """No contract with this id (and version) is available to the workspace."""
+
+
+class ContractMismatch(ContractNotFound):
+    """The contract found under the operation's id and version has another hash."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedContract:
+    contract: Contract
+    hash: str
+    custom_id: int | None = None  # custom_contracts.id when the workspace uploaded it
+    certification: str | None = None  # overrides the file's (custom, unsigned)
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSkill:
+    """What the API and the admin CLI need to know about a provider's skill."""
+
+    provider: str
+    default_base_url: str | None = None
+    signature_scheme: str | None = None
+    signature_tolerance_seconds: int | None = None
+    readback_auth: str | None = None
+    rate_limit_per_second: float | None = None
+    # (http statuses, error types): a provider answer that means "the action was not performed"
+    action_rejections: tuple[tuple[tuple[int, ...], tuple[str, ...]], ...] = field(default=())
+
+    def rejects(self, http_status: int | None, error: Mapping[str, Any] | None) -> bool:
+        """True when this provider answer means the action was refused and not performed."""
+        if http_status is None:
+            return False
+        error_type = _error_type(error)
+        for statuses, types in self.action_rejections:
+            if http_status in statuses and (not types or error_type in types):
+                return True
+        return False
+
+
+def _error_type(error: Mapping[str, Any] | None) -> str | None:
+    """The provider's error type: ``{"type": …}`` or Stripe's ``{"error": {"type": …}}``."""
+    if not isinstance(error, Mapping):
+        return None
+    inner = error.get("error")
+    if isinstance(inner, Mapping) and isinstance(inner.get("type"), str):
+        return str(inner["type"])
+    value = error.get("type")
+    return value if isinstance(value, str) else None
+
+
+# --- lifecycle and registry: the core's state machine and the contract registry when they are
+# installed, else a conservative local equivalent (kept until both land everywhere).
+
+
+def _state_machine() -> Any:
+    try:
+        return importlib.import_module("shared.core.state_machine")
+    except ImportError:
+        return None
+
+
+_FINAL = frozenset(
+    {"VERIFIED", "CONTRADICTED", "FAILED", "UNVERIFIABLE", "EXPIRED", "HUMAN_REVIEW"}
+)
+_VERDICT_STATES = frozenset({"VERIFIED", "CONTRADICTED", "FAILED", "UNVERIFIABLE", "HUMAN_REVIEW"})
+_LOCAL_TABLE: dict[str, frozenset[str]] = {
+    "CREATED": frozenset({"ACTION_STARTED", "ACTION_ACCEPTED", "OBSERVING", "FAILED", "EXPIRED"}),
+    "ACTION_STARTED": frozenset({"ACTION_ACCEPTED", "OBSERVING", "FAILED", "EXPIRED"}),
+    "ACTION_ACCEPTED": frozenset({"OBSERVING"}),
+    "OBSERVING": frozenset({"OBSERVING", "PENDING"} | _VERDICT_STATES),
+    "PENDING": frozenset({"OBSERVING", "PENDING"} | _VERDICT_STATES),
+    "VERIFIED": frozenset({"HUMAN_REVIEW"}),
+    "CONTRADICTED": frozenset({"HUMAN_REVIEW"}),
+    "FAILED": frozenset({"HUMAN_REVIEW"}),
+    "UNVERIFIABLE": frozenset({"HUMAN_REVIEW"}),
+}
+
+
+def _check_transition(current: OperationState, target: OperationState) -> None:
+    module = _state_machine()
+    if module is not None:
+        module.transition(current, target)
+        return
+    if target.value not in _LOCAL_TABLE.get(current.value, frozenset()):
+        raise IllegalTransition(current.value, target.value)
+
+
+def _registry() -> Any:
+    try:
+        module = importlib.import_module("shared.registry")
+    except ImportError:
+        return None
+    return module.get_registry()
+
+
+_CONTRACTS_DIR = Path(__file__).resolve().parents[1] / "contracts"
+
+
+@lru_cache(maxsize=1)
+def _local_contracts() -> tuple[Contract, ...]:
+    from shared.settings import get_settings
+
+    found: list[Contract] = []
+    for root in [_CONTRACTS_DIR, *get_settings().extra_contract_dirs()]:
+        for path in sorted(root.rglob("*.yaml")):
+            if path.name == "skill.yaml":
+                continue
+            found.append(Contract.model_validate(yaml.safe_load(path.read_text("utf-8"))))
+    return tuple(found)
+
+
+def shipped_contracts() -> list[ResolvedContract]:
+    """Every contract loaded from ``contracts/`` and the configured contract paths."""
+    registry = _registry()
+    if registry is not None:
+        return [
+            ResolvedContract(e.contract, e.hash, None, e.certification) for e in registry.entries()
+        ]
+    return [ResolvedContract(c, contract_hash(c)) for c in _local_contracts()]
+
+
+def provider_skill(provider: str) -> ProviderSkill | None:
+    """The skill of ``provider`` (default base URL, signature scheme, action rejections)."""
+    registry = _registry()
+    if registry is not None:
+        loaded = registry.skill(provider)
+        if loaded is None:
+            return None
+        doc: dict[str, Any] = loaded.manifest.model_dump(mode="json")
+    else:
+        doc = {}
+        for path in _CONTRACTS_DIR.rglob("skill.yaml"):
+            data = yaml.safe_load(path.read_text("utf-8"))
+            if isinstance(data, dict) and data.get("provider") == provider:
+                doc = data
+        if not doc:
+            return None
+    signature = doc.get("signature") or {}
+    readback = doc.get("readback") or {}
+    return ProviderSkill(
+        provider=provider,
+        default_base_url=doc.get("default_base_url"),
+        signature_scheme=signature.get("scheme"),
+        signature_tolerance_seconds=signature.get("tolerance_seconds"),
+        readback_auth=readback.get("auth"),
+        rate_limit_per_second=readback.get("rate_limit_per_second"),
+        action_rejections=tuple(
+            (tuple(r.get("http_status") or ()), tuple(r.get("error_type") or ()))
+            for r in doc.get("action_rejections") or ()
+        ),
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)  # the UNKNOWN sentinel and other markers
+
+
+def decision_document(decision: Decision) -> dict[str, Any]:
+    """The decision as JSON data, stored on the operation for ``GET /v1/operations/{id}``."""
+    doc: dict[str, Any] = _jsonable(decision)
+    doc["class"] = doc.pop("class_", None)
+    doc["correlation"] = [
+        {"strategy": s, "assurance": a, "value": _jsonable(v)} for s, a, v in decision.correlation
+    ]
+    return doc
+
+
+def change_state(
+    session: Session,
+    op: Operation,
+    *,
+    to_state: OperationState | str,
+    verdict: str | None,
+    reason: str | None,
+    verdict_class: str | None,
+    final: bool,
+    decision: Decision | Mapping[str, Any] | None,
+    cause: str,
+    now: datetime,
+    details: dict[str, Any] | None = None,
+    changes: Mapping[str, Any] | None = None,
+) -> bool:
+    """Move ``op`` to ``to_state`` with its verdict, fenced by ``op.version``.
+
+    ``changes`` are other columns written by the same fenced UPDATE (e.g. the action report).
+    Raises ``IllegalTransition`` when the lifecycle forbids the change. Returns False when the
+    row changed underneath (another writer won); nothing is written then. A transition row is
+    appended whenever the state, the verdict or the reason changes.
+    """
+    current = OperationState(op.state)
+    target = OperationState(to_state)
+    _check_transition(current, target)  # same-state steps too: a final state never repeats
+    values: dict[str, Any] = dict(changes or {})
+    values.update(
+        state=target.value,
+        verdict=verdict,
+        reason=reason,
+        verdict_class=verdict_class,
+        final=final,
+        updated_at=now,
+        version=op.version + 1,
+    )
+    if decision is not None:
+        values["decision"] = (
+            decision_document(decision) if isinstance(decision, Decision) else dict(decision)
+        )
+        values["decided_at"] = now
+    result = session.execute(
+        update(Operation)
+        .where(
+            Operation.id == op.id,
+            Operation.version == op.version,
+            Operation.state == current.value,
+        )
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    previous = (op.state, op.verdict, op.reason)
+    for key, value in values.items():
+        set_committed_value(op, key, value)
+    if (target.value, verdict, reason) != previous:
+        append_transition(
+            session,
+            workspace_id=op.workspace_id,
+            operation_id=op.id,
+            from_state=previous[0],
+            to_state=target.value,
+            verdict=verdict,
+            reason=reason,
+            cause=cause,
+            now=now,
+            details=details,
+        )
+    if final and verdict is not None:
+        from shared.receipts import issue_receipt
+
+        issue_receipt(session, op, now=now)
+    return True
+
+
+def facts_for(op: Operation) -> OperationFacts:
+    """What the verdict engine knows about ``op`` besides its observations."""
+    return OperationFacts(
+        id=op.id,
+        created_at=op.created_at,
+        input=dict(op.input or {}),
+        action_result=op.action_result,
+        action_reported_at=op.action_reported_at,
+        action_phase=op.action_phase,
+        learned_keys=dict(op.learned_keys or {}),
+        deadline=op.deadline,
+        attempts=op.attempts,
+    )
+
+
+def _custom(row: CustomContract) -> ResolvedContract:
+    contract = Contract.model_validate(row.document)
+    return ResolvedContract(contract, contract_hash(contract), row.id, "custom")
+
+
+def contract_for(session: Session, op: Operation) -> Contract:
+    """The contract ``op`` was created with; raises ContractMismatch when its hash changed."""
+    if op.custom_contract_id is not None:
+        row = session.get(CustomContract, op.custom_contract_id)
+        if row is None or row.workspace_id != op.workspace_id:
+            raise ContractNotFound(f"custom contract {op.custom_contract_id} is gone")
+        resolved = _custom(row)
+    else:
+        resolved = find_contract(session, op.workspace_id, op.contract_id, op.contract_version)
+    if resolved.hash != op.contract_hash:
+        raise ContractMismatch(
+            f"{op.contract_id} {op.contract_version} has hash {resolved.hash[:16]}, "
+            f"the operation was created with {op.contract_hash[:16]}"
+        )
+    return resolved.contract
+
+
+def list_contracts(session: Session, workspace_id: str) -> list[ResolvedContract]:
+    """Every contract the workspace may use: shipped ones, then its own; by id and version."""
+    found = shipped_contracts()
+    rows = session.execute(
+        select(CustomContract).where(CustomContract.workspace_id == workspace_id)
+    ).scalars()
+    found.extend(_custom(row) for row in rows)
+    found.sort(key=lambda r: (r.contract.id, r.contract.version_key))
+    return found
+
+
+def find_contract(
+    session: Session, workspace_id: str, contract_id: str, version: str | None = None
+) -> ResolvedContract:
+    """The contract ``contract_id`` at ``version`` (default: the newest) for the workspace."""
+    candidates = [r for r in list_contracts(session, workspace_id) if r.contract.id == contract_id]
+    if version is not None:
+        candidates = [r for r in candidates if r.contract.version == version]
+    if not candidates:
+        wanted = contract_id if version is None else f"{contract_id} {version}"
+        raise ContractNotFound(f"no contract {wanted}")
+    # Own contracts win over shipped ones at the same version.
+    return max(candidates, key=lambda r: (r.contract.version_key, r.custom_id is not None))

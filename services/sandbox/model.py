@@ -305,6 +305,7 @@ class Sandbox:
         self.transitions: list[dict[str, Any]] = []
         self.idempotency: dict[str, dict[str, Any]] = {}
         self.seq = 0
+        self.advanced_s = 0.0
         if not keep_faults:
             self.faults = Faults()
 

@@ -499,6 +499,10 @@ class _ContractLinter:
             self._expr(f"{where}.path", path, in_match=in_match)
         if isinstance(value, str) and value.startswith("$"):
             self._expr(f"{where}.value", value, in_match=in_match)
+        elif isinstance(value, list):
+            for k, item in enumerate(value):
+                if isinstance(item, str) and item.startswith("$"):
+                    self._expr(f"{where}.value[{k}]", item, in_match=in_match)
         path_type = self._type(path) if isinstance(path, str) and path.startswith("$") else "any"
         vfield = f"{where}.value"
         if op in _LIST:

@@ -168,6 +168,12 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "in takes a list",
     ),
     (
+        "expression inside a list",
+        _set("verdict_map[1].value", ["pending", "$input.status"]),
+        "verdict_map[1].value[1]",
+        "input status is not declared",
+    ),
+    (
         "gt takes a number",
         _set("negative[4].value", "one"),
         "negative[4].value",

@@ -59,6 +59,11 @@ _TIME = {Operator.TIME_AFTER, Operator.TIME_BEFORE}
 _LIST = {Operator.IN, Operator.NOT_IN}
 _CHANNEL_LEVEL = {"http": "E2", "webhook": "E3"}
 
+_NOT_EVIDENCE = (
+    "reads no $observed channel, so it could never decide: the agent and the action "
+    "response are not evidence"
+)
+
 StaticType = Literal["number", "string", "boolean", "time", "id", "any"]
 
 
@@ -388,6 +393,8 @@ class _ContractLinter:
             where = f"negative[{i}]"
             ids.append((neg.id, f"{where}.id"))
             self._operands(where, neg.path, neg.op, neg.value)
+            if not _observed_channels(neg.path, neg.value):
+                self.err(f"{where}.path", _NOT_EVIDENCE)
             if not neg.class_.strip():
                 self.err(f"{where}.class", "name the class of contradiction")
             if not neg.reason.strip():
@@ -396,6 +403,8 @@ class _ContractLinter:
             where = f"verdict_map[{i}]"
             ids.append((rule.id, f"{where}.id"))
             self._operands(where, rule.path, rule.op, rule.value)
+            if not _observed_channels(rule.path, rule.value):
+                self.err(f"{where}.path", _NOT_EVIDENCE)
             if rule.verdict in ("VERIFIED", "EXPIRED"):
                 self.err(
                     f"{where}.verdict",

@@ -174,6 +174,18 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "input status is not declared",
     ),
     (
+        "negative condition on the agent's word",
+        _set("negative[0].path", "$action.result.charge"),
+        "negative[0].path",
+        "reads no $observed channel",
+    ),
+    (
+        "verdict rule on the action response",
+        _set("verdict_map[0].path", "$action.result.status"),
+        "verdict_map[0].path",
+        "reads no $observed channel",
+    ),
+    (
         "gt takes a number",
         _set("negative[4].value", "one"),
         "negative[4].value",

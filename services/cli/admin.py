@@ -1,11 +1,226 @@
-"""CLI: the `admin` commands (filled in by the issue that owns them)."""
+"""CLI: workspaces, API keys and provider connections (``workspace``, ``apikey``, ``connection``).
+
+Every command prints JSON on stdout. Errors are one line on stderr with exit code 1 (bad
+request: unknown workspace, bad option) or 2 (the system is not ready: no secret key, database
+unreachable or not migrated). Plain API keys are printed once, at creation; secrets never.
+"""
 
 from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import typer
 
 __all__ = ["register"]
 
+workspace_group = typer.Typer(help="Workspaces (tenants).", no_args_is_help=True)
+apikey_group = typer.Typer(help="API keys of a workspace.", no_args_is_help=True)
+connection_group = typer.Typer(help="A workspace's provider connections.", no_args_is_help=True)
+
+T = TypeVar("T")
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _print(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Turn expected failures into one line on stderr and an exit code."""
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+    from shared.db.tenants import TenantError
+    from shared.secrets import SecretError
+
+    try:
+        yield
+    except TenantError as exc:
+        raise _fail(str(exc), 1) from None
+    except SecretError as exc:
+        raise _fail(str(exc), 2) from None
+    except IntegrityError as exc:
+        raise _fail(f"conflict in the database: {str(exc.orig).splitlines()[0]}", 1) from None
+    except (OperationalError, ProgrammingError) as exc:
+        first = str(exc.orig).splitlines()[0] if exc.orig else str(exc)
+        if "no such table" in first or "does not exist" in first:
+            raise _fail(
+                "the database schema is missing; run `provely db upgrade` first", 2
+            ) from None
+        raise _fail(f"database unavailable: {first}", 2) from None
+
+
+def _run(work: Callable[[Any, Any], T]) -> T:
+    """Run ``work(session, now)`` in one transaction against the configured database."""
+    from datetime import UTC, datetime
+
+    from shared.db.session import get_engine, session_scope
+    from shared.secrets import check_secret_key
+
+    with _errors():
+        check_secret_key()
+        with session_scope(get_engine()) as session:
+            return work(session, datetime.now(UTC))
+
+
+@workspace_group.command("create")
+def workspace_create(
+    name: str = typer.Argument(..., help="A name for people."),
+    action_window: int | None = typer.Option(
+        None,
+        "--action-window",
+        min=1,
+        help="Seconds an operation waits for its action report before it is EXPIRED.",
+    ),
+) -> None:
+    """Create a workspace; print its id and its first API key (admin scope, shown once)."""
+    from shared.db.tenants import create_workspace
+
+    def work(session: Any, now: Any) -> dict[str, Any]:
+        ws, plain = create_workspace(session, name, now=now)
+        ws.action_window_seconds = action_window
+        return {"workspace_id": ws.id, "api_key": plain}
+
+    _print(_run(work))
+
+
+@apikey_group.command("create")
+def apikey_create(
+    workspace: str = typer.Option(..., "--workspace", help="Workspace id (ws_…)."),
+    scope: str = typer.Option("agent", "--scope", help="agent | admin"),
+    name: str | None = typer.Option(None, "--name", help="A label for people."),
+) -> None:
+    """Create an API key; the plain key is printed once and never stored."""
+    from shared.db.tenants import create_api_key
+
+    def work(session: Any, now: Any) -> dict[str, Any]:
+        row, plain = create_api_key(session, workspace, scope=scope, name=name, now=now)
+        return {"key_id": row.id, "workspace_id": workspace, "scope": scope, "api_key": plain}
+
+    _print(_run(work))
+
+
+@apikey_group.command("list")
+def apikey_list(
+    workspace: str = typer.Option(..., "--workspace", help="Workspace id (ws_…)."),
+) -> None:
+    """List a workspace's keys (ids, prefixes, scopes; never the keys)."""
+    from shared.db.tenants import list_api_keys
+
+    def work(session: Any, now: Any) -> list[dict[str, Any]]:
+        return [
+            {
+                "key_id": row.id,
+                "prefix": row.prefix,
+                "scope": "admin" if "admin" in row.scopes.split(",") else "agent",
+                "name": row.name,
+                "created_at": row.created_at.isoformat(),
+                "revoked_at": row.revoked_at.isoformat() if row.revoked_at else None,
+            }
+            for row in list_api_keys(session, workspace)
+        ]
+
+    _print(_run(work))
+
+
+@apikey_group.command("revoke")
+def apikey_revoke(key_id: str = typer.Argument(..., help="Key id (key_…).")) -> None:
+    """Revoke a key; requests with it are refused at once."""
+    from shared.db.tenants import revoke_api_key
+
+    def work(session: Any, now: Any) -> dict[str, Any]:
+        row = revoke_api_key(session, key_id, now=now)
+        assert row.revoked_at is not None
+        return {"key_id": row.id, "revoked_at": row.revoked_at.isoformat()}
+
+    _print(_run(work))
+
+
+@connection_group.command("set")
+def connection_set(
+    workspace: str = typer.Option(..., "--workspace", help="Workspace id (ws_…)."),
+    provider: str = typer.Option(..., "--provider", help="stripe, or http for a generic API."),
+    webhook_secret: list[str] = typer.Option(
+        ..., "--webhook-secret", help="Webhook signing secret; repeat during a rotation."
+    ),
+    api_key: str | None = typer.Option(None, "--api-key", help="Credential for readbacks."),
+    base_url: str | None = typer.Option(
+        None, "--base-url", help="Provider base URL (default: the provider's own)."
+    ),
+    signature_tolerance: int | None = typer.Option(
+        None, "--signature-tolerance", min=1, help="Seconds of clock skew accepted."
+    ),
+    signature_scheme: str | None = typer.Option(
+        None, "--signature-scheme", help="stripe | standard_webhooks | github"
+    ),
+    auth_header: str | None = typer.Option(
+        None, "--auth-header", help="Send the API key in this header instead of a bearer token."
+    ),
+) -> None:
+    """Create or replace a workspace's connection to a provider (secrets encrypted at rest)."""
+    from shared.db.tenants import TenantError, set_connection
+    from shared.operations import provider_skill
+
+    skill = None if provider == "http" else provider_skill(provider)
+    if provider == "http" and not base_url:
+        raise _fail("--provider http needs --base-url", 1)
+    if skill is None and provider != "http" and (not base_url or not signature_scheme):
+        raise _fail(
+            f"no skill is loaded for provider {provider!r}: give --base-url and "
+            "--signature-scheme (or use --provider http)",
+            1,
+        )
+    url = base_url or (skill.default_base_url if skill else None)
+    if not url:
+        raise _fail(f"provider {provider!r} has no default base URL; give --base-url", 1)
+    scheme = signature_scheme or (skill.signature_scheme if skill else None) or "standard_webhooks"
+    tolerance = signature_tolerance or (
+        skill.signature_tolerance_seconds if skill and skill.signature_tolerance_seconds else 300
+    )
+
+    def work(session: Any, now: Any) -> dict[str, Any]:
+        row = set_connection(
+            session,
+            workspace,
+            provider=provider,
+            webhook_secrets=webhook_secret,
+            api_key=api_key,
+            base_url=url,
+            signature_scheme=scheme,
+            signature_tolerance_seconds=tolerance,
+            auth_scheme="header" if auth_header else "bearer",
+            auth_header=auth_header,
+            rate_limit_per_second=skill.rate_limit_per_second if skill else None,
+            now=now,
+        )
+        return {
+            "connection_id": row.id,
+            "workspace_id": row.workspace_id,
+            "provider": row.provider,
+            "base_url": row.base_url,
+            "signature_scheme": row.signature_scheme,
+            "signature_tolerance_seconds": row.signature_tolerance_seconds,
+            "webhook_secrets": len(webhook_secret),
+            "api_key_set": row.api_key_enc is not None,
+            "auth": row.auth_header or "bearer",
+            "webhook_url_path": f"/v1/events/{row.provider}/{row.workspace_id}",
+        }
+
+    try:
+        _print(_run(work))
+    except TenantError as exc:  # pragma: no cover - _run maps it already
+        raise _fail(str(exc), 1) from None
+
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app."""
+    """Add the ``workspace``, ``apikey`` and ``connection`` groups to the root app."""
+    app.add_typer(workspace_group, name="workspace")
+    app.add_typer(apikey_group, name="apikey")
+    app.add_typer(connection_group, name="connection")

@@ -1,0 +1,207 @@
+"""Workspaces, API keys and connections: creation, look-up and revocation.
+
+Used by the admin CLI, the API's authentication and the tests. Functions work in the caller's
+transaction and never commit. Plain API keys and connection secrets never reach a table: keys
+are stored as sha256, secrets encrypted (``shared.secrets``).
+"""
+
+from __future__ import annotations
+
+import secrets as random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from shared.db.models import ApiKey, Connection, Workspace
+from shared.secrets import (
+    api_key_display_prefix,
+    encrypt,
+    encrypt_webhook_secrets,
+    hash_api_key,
+    new_api_key,
+)
+from shared.settings import Settings
+
+__all__ = [
+    "SCOPES",
+    "SIGNATURE_SCHEMES",
+    "Authenticated",
+    "TenantError",
+    "authenticate",
+    "create_api_key",
+    "create_workspace",
+    "list_api_keys",
+    "new_id",
+    "revoke_api_key",
+    "set_connection",
+]
+
+SCOPES = ("agent", "admin")
+SIGNATURE_SCHEMES = ("stripe", "standard_webhooks", "github")
+
+
+class TenantError(ValueError):
+    """A bad admin request: unknown workspace or key, bad scope, bad connection settings."""
+
+
+def new_id(prefix: str) -> str:
+    """``<prefix>_`` + 24 random URL-safe characters (opaque, unguessable)."""
+    return f"{prefix}_{random.token_urlsafe(18)}"
+
+
+def _scopes(scope: str) -> str:
+    if scope not in SCOPES:
+        raise TenantError(f"unknown scope {scope!r} (expected one of: {', '.join(SCOPES)})")
+    return "admin,agent" if scope == "admin" else "agent"
+
+
+def _workspace(session: Session, workspace_id: str) -> Workspace:
+    ws = session.get(Workspace, workspace_id)
+    if ws is None:
+        raise TenantError(f"no workspace {workspace_id}")
+    return ws
+
+
+def create_api_key(
+    session: Session,
+    workspace_id: str,
+    *,
+    scope: str = "agent",
+    name: str | None = None,
+    now: datetime,
+) -> tuple[ApiKey, str]:
+    """Store a new key (its hash only); return the row and the plain key, shown once."""
+    _workspace(session, workspace_id)
+    plain = new_api_key()
+    row = ApiKey(
+        id=new_id("key"),
+        workspace_id=workspace_id,
+        prefix=api_key_display_prefix(plain),
+        key_hash=hash_api_key(plain),
+        scopes=_scopes(scope),
+        name=name,
+        created_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return row, plain
+
+
+def create_workspace(session: Session, name: str, *, now: datetime) -> tuple[Workspace, str]:
+    """A new workspace and its first API key (admin scope); returns the plain key once."""
+    name = name.strip()
+    if not name or len(name) > 200:
+        raise TenantError("a workspace name is 1 to 200 characters")
+    ws = Workspace(id=new_id("ws"), name=name, created_at=now)
+    session.add(ws)
+    session.flush()
+    _, plain = create_api_key(session, ws.id, scope="admin", name="initial", now=now)
+    return ws, plain
+
+
+def list_api_keys(session: Session, workspace_id: str) -> Sequence[ApiKey]:
+    _workspace(session, workspace_id)
+    return (
+        session.execute(
+            select(ApiKey)
+            .where(ApiKey.workspace_id == workspace_id)
+            .order_by(ApiKey.created_at, ApiKey.id)
+        )
+        .scalars()
+        .all()
+    )
+
+
+def revoke_api_key(
+    session: Session, key_id: str, *, now: datetime, workspace_id: str | None = None
+) -> ApiKey:
+    """Revoke a key (idempotent: revoking it again keeps the first time)."""
+    row = session.get(ApiKey, key_id)
+    if row is None or (workspace_id is not None and row.workspace_id != workspace_id):
+        raise TenantError(f"no API key {key_id}")
+    if row.revoked_at is None:
+        row.revoked_at = now
+        session.flush()
+    return row
+
+
+@dataclass(frozen=True, slots=True)
+class Authenticated:
+    key_id: str
+    workspace_id: str
+    scopes: frozenset[str]
+
+    @property
+    def admin(self) -> bool:
+        return "admin" in self.scopes
+
+
+def authenticate(session: Session, plain_key: str) -> Authenticated | None:
+    """The workspace of a plain key, or None when it is unknown or revoked."""
+    if not plain_key.startswith("pv_") or len(plain_key) > 200:
+        return None
+    row = session.execute(
+        select(ApiKey.id, ApiKey.workspace_id, ApiKey.scopes, ApiKey.revoked_at).where(
+            ApiKey.key_hash == hash_api_key(plain_key)
+        )
+    ).first()
+    if row is None or row.revoked_at is not None:
+        return None
+    return Authenticated(row.id, row.workspace_id, frozenset(row.scopes.split(",")))
+
+
+def set_connection(
+    session: Session,
+    workspace_id: str,
+    *,
+    provider: str,
+    webhook_secrets: Sequence[str],
+    api_key: str | None,
+    base_url: str,
+    signature_scheme: str,
+    signature_tolerance_seconds: int = 300,
+    auth_scheme: str = "bearer",
+    auth_header: str | None = None,
+    rate_limit_per_second: float | None = None,
+    settings: Settings | None = None,
+    now: datetime,
+) -> Connection:
+    """Create or replace the workspace's connection to ``provider`` (secrets encrypted)."""
+    _workspace(session, workspace_id)
+    if not webhook_secrets or any(not s for s in webhook_secrets):
+        raise TenantError("at least one non-empty webhook secret is required")
+    if signature_scheme not in SIGNATURE_SCHEMES:
+        raise TenantError(
+            f"unknown signature scheme {signature_scheme!r} "
+            f"(expected one of: {', '.join(SIGNATURE_SCHEMES)})"
+        )
+    if signature_tolerance_seconds < 1:
+        raise TenantError("the signature tolerance is at least 1 second")
+    if not base_url.startswith(("https://", "http://")):
+        raise TenantError(f"base URL {base_url!r} is not an http(s) URL")
+    secrets_enc = encrypt_webhook_secrets(list(webhook_secrets), settings=settings)
+    key_enc = encrypt(api_key.encode("utf-8"), settings=settings) if api_key else None
+    row = session.execute(
+        select(Connection).where(
+            Connection.workspace_id == workspace_id, Connection.provider == provider
+        )
+    ).scalar_one_or_none()
+    if row is None:
+        row = Connection(
+            id=new_id("conn"), workspace_id=workspace_id, provider=provider, created_at=now
+        )
+        session.add(row)
+    row.base_url = base_url.rstrip("/")
+    row.signature_scheme = signature_scheme
+    row.signature_tolerance_seconds = signature_tolerance_seconds
+    row.webhook_secrets_enc = secrets_enc
+    row.api_key_enc = key_enc
+    row.auth_scheme = auth_scheme
+    row.auth_header = auth_header
+    row.rate_limit_per_second = rate_limit_per_second
+    row.updated_at = now
+    session.flush()
+    return row

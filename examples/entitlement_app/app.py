@@ -115,7 +115,10 @@ def create_app(
                 return {"status": "already applied", "event": event.id}
         obj = event.data.object
         if event.type == "checkout.session.completed":
-            seats = int(obj["metadata"].get("seats", "0"))
+            try:
+                seats = int(obj["metadata"].to_dict().get("seats", "0"))
+            except ValueError:
+                raise HTTPException(422, "metadata.seats is not an integer") from None
             charge_id = await run_in_threadpool(charge_of_session, obj)
             with ledger.lock:
                 if event.id in ledger.applied:

@@ -1,18 +1,524 @@
-"""Signed receipts for final verdicts (owned by issue 7; placeholder until it lands)."""
+"""Signed receipts for final verdicts: issuing, superseding, serving and checking them.
+
+- :func:`issue_receipt` signs the receipt of an operation that just reached a final state. It
+  runs inside :func:`shared.operations.change_state`'s transaction, so a final state and its
+  receipt are written together or not at all. When the operation already has a current receipt,
+  the new one names it in ``supersedes`` and the old row stops being current; its body and
+  signature are never touched (safety rule 8).
+- :func:`check_late_evidence` is what a worker calls when an operation that is already VERIFIED
+  gets a new decision: evidence that contradicts it, and is newer than the evidence that
+  verified it, moves the operation to HUMAN_REVIEW (cause ``late_contradiction``) and that
+  transition issues the superseding receipt.
+- :func:`verify_receipt_document` checks a receipt document against a key ring, offline.
+
+Errors::
+
+    ReceiptError
+    └── ReceiptNotIssuable      the operation is open, or has no final verdict
+    ReceiptKeyError (shared.receipt_keys)   the signing key cannot be loaded
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import TYPE_CHECKING
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+from shared.core.receipt import (
+    ALGORITHM,
+    RECEIPT_VERSION,
+    MalformedReceipt,
+    ReceiptContract,
+    ReceiptEvidence,
+    build_receipt_body,
+    parse_receipt_document,
+    receipt_document,
+    signing_payload,
+)
+from shared.core.types import ConditionResult, Decision, OperationState, Verdict
+from shared.receipt_keys import KeyRing, active_signing_key, sign_payload, verify_payload
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from shared.db.models import Operation, Receipt
+    from shared.settings import Settings
 
-__all__ = ["issue_receipt"]
+__all__ = [
+    "LATE_CONTRADICTION",
+    "LATE_CONTRADICTION_CLASS",
+    "CheckOutcome",
+    "ReceiptError",
+    "ReceiptNotIssuable",
+    "Verification",
+    "VerificationResult",
+    "check_late_evidence",
+    "current_receipt",
+    "issue_receipt",
+    "receipt_document_for",
+    "verify_receipt_document",
+]
+
+LATE_CONTRADICTION = "late_contradiction"
+LATE_CONTRADICTION_CLASS = "late contradicting evidence"
+
+_CONTRADICTING = frozenset({Verdict.FAILED, Verdict.CONTRADICTED})
 
 
-def issue_receipt(session: Session, operation: Operation, *, now: datetime) -> Receipt:
-    """Sign and store the receipt of ``operation``'s final verdict (in the caller's transaction)."""
-    raise NotImplementedError("receipts are not implemented yet")
+class ReceiptError(Exception):
+    """Base of the errors this module raises on purpose."""
+
+
+class ReceiptNotIssuable(ReceiptError):
+    """A receipt was asked for an operation that is open or has no final verdict."""
+
+
+def _new_receipt_id() -> str:
+    return "rcpt_" + uuid.uuid4().hex
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return _utc(value)
+    if isinstance(value, str) and value:
+        try:
+            return _utc(datetime.fromisoformat(value.replace("Z", "+00:00")))
+        except ValueError:
+            return None
+    return None
+
+
+def current_receipt(session: Session, operation_id: str) -> Receipt | None:
+    """The operation's current receipt (None while it has none)."""
+    from sqlalchemy import select
+
+    from shared.db.models import Receipt
+
+    return session.execute(
+        select(Receipt)
+        .where(Receipt.operation_id == operation_id, Receipt.current.is_(True))
+        .order_by(Receipt.created_at.desc())
+        .limit(1)
+    ).scalar_one_or_none()
+
+
+def receipt_document_for(row: Receipt) -> dict[str, Any]:
+    """The document served and exported for a stored receipt."""
+    return receipt_document(row.body, signature=row.signature, key_id=row.key_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Issuing
+
+
+def _conditions(decision: Mapping[str, Any]) -> list[ConditionResult]:
+    found: list[ConditionResult] = []
+    for item in decision.get("conditions") or ():
+        if isinstance(item, Mapping) and isinstance(item.get("id"), str):
+            holds = item.get("holds")
+            found.append(
+                ConditionResult(
+                    id=item["id"],
+                    kind=str(item.get("kind", "")),
+                    holds=holds if isinstance(holds, bool) else None,
+                    observed=item.get("observed"),
+                    expected=item.get("expected"),
+                )
+            )
+    return found
+
+
+def _correlation(decision: Mapping[str, Any]) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for item in decision.get("correlation") or ():
+        if isinstance(item, Mapping):
+            strategy, assurance = item.get("strategy"), item.get("assurance")
+        elif isinstance(item, list | tuple) and len(item) >= 2:
+            strategy, assurance = item[0], item[1]
+        else:
+            continue
+        if isinstance(strategy, str) and isinstance(assurance, str):
+            found.append((strategy, assurance))
+    return found
+
+
+def _counted(entry: Mapping[str, Any]) -> bool:
+    """Evidence a receipt lists: what decided, and every usable reading that was evaluated."""
+    return bool(entry.get("used")) or (entry.get("status") == "ok" and bool(entry.get("fresh")))
+
+
+def _event_evidence(
+    session: Session, operation: Operation, channel: str, level: str, observed_at: datetime | None
+) -> list[ReceiptEvidence] | None:
+    """One piece of evidence per stored event a webhook reading counted (None: not found)."""
+    from sqlalchemy import select
+
+    from shared.db.models import Event, Observation, OperationEvent
+
+    query = select(Observation).where(
+        Observation.operation_id == operation.id, Observation.channel == channel
+    )
+    if observed_at is not None:
+        query = query.where(Observation.observed_at == observed_at)
+    reading = session.execute(
+        query.order_by(Observation.observed_at.desc(), Observation.id.desc()).limit(1)
+    ).scalar_one_or_none()
+    if reading is None or not isinstance(reading.value, Mapping):
+        return None
+    bodies = reading.value.get("events")
+    if not isinstance(bodies, list) or not bodies:
+        return None
+    events = session.execute(
+        select(Event)
+        .join(OperationEvent, OperationEvent.event_pk == Event.id)
+        .where(OperationEvent.operation_id == operation.id)
+    ).scalars()
+    by_body: dict[int, list[Event]] = {}
+    for event in events:
+        by_body.setdefault(_body_key(event.body), []).append(event)
+    found: list[ReceiptEvidence] = []
+    for body in bodies:
+        match = next((e for e in by_body.get(_body_key(body), []) if e.body == body), None)
+        if match is None:
+            return None
+        found.append(
+            ReceiptEvidence(
+                channel=channel,
+                level=level,
+                observed_at=match.received_at,
+                provider_timestamp=match.provider_timestamp,
+                digest=match.digest,
+            )
+        )
+    return found
+
+
+def _body_key(body: Any) -> int:
+    try:
+        return hash(signing_payload(body))
+    except MalformedReceipt:
+        return 0
+
+
+def _evidence(
+    session: Session, operation: Operation, decision: Mapping[str, Any], webhook: set[str]
+) -> list[ReceiptEvidence]:
+    found: list[ReceiptEvidence] = []
+    for entry in decision.get("evidence") or ():
+        if not isinstance(entry, Mapping) or not _counted(entry):
+            continue
+        channel, level = str(entry.get("channel")), str(entry.get("level"))
+        observed_at = _parse_time(entry.get("observed_at"))
+        if channel in webhook:
+            events = _event_evidence(session, operation, channel, level, observed_at)
+            if events is not None:
+                found.extend(events)
+                continue
+        digest = entry.get("digest")
+        found.append(
+            ReceiptEvidence(
+                channel=channel,
+                level=level,
+                observed_at=observed_at,
+                provider_timestamp=_parse_time(entry.get("provider_timestamp")),
+                digest=digest if isinstance(digest, str) else None,
+            )
+        )
+    return found
+
+
+def issue_receipt(
+    session: Session,
+    operation: Operation,
+    *,
+    now: datetime,
+    settings: Settings | None = None,
+) -> Receipt:
+    """Sign and store the receipt of ``operation``'s final verdict (in the caller's transaction).
+
+    Refuses an open operation (``ReceiptNotIssuable``). When the operation already has a current
+    receipt, the new one supersedes it: the old row is kept as it was, only ``current`` drops.
+    """
+    from sqlalchemy import select
+
+    from shared.core.state_machine import is_final
+    from shared.db.models import Receipt
+    from shared.operations import contract_for
+
+    verdict = operation.verdict
+    if not operation.final or not is_final(operation.state):
+        raise ReceiptNotIssuable(f"operation {operation.id} is open ({operation.state})")
+    if verdict is None or verdict not in Verdict.__members__ or verdict == Verdict.PENDING:
+        raise ReceiptNotIssuable(f"operation {operation.id} has no final verdict ({verdict})")
+
+    previous = list(
+        session.execute(
+            select(Receipt)
+            .where(Receipt.operation_id == operation.id, Receipt.current.is_(True))
+            .order_by(Receipt.created_at)
+            .with_for_update()
+        ).scalars()
+    )
+    contract = contract_for(session, operation)
+    decision: Mapping[str, Any] = operation.decision or {}
+    webhook = {c.name for c in contract.channels if c.verifier == "webhook"}
+    evidence = _evidence(session, operation, decision, webhook)
+    decided_at = _utc(operation.decided_at or now)
+    observed = [e.observed_at for e in evidence if e.observed_at is not None]
+    valid_as_of = max(observed) if observed else decided_at
+    receipt_id = _new_receipt_id()
+    supersedes = previous[-1].id if previous else None
+    subject_id = operation.subject_id
+    if subject_id is None:
+        subject_id = decision.get("subject_id")
+    body = build_receipt_body(
+        receipt_id=receipt_id,
+        operation_id=operation.id,
+        workspace_id=operation.workspace_id,
+        contract=ReceiptContract(
+            id=operation.contract_id,
+            version=operation.contract_version,
+            hash=operation.contract_hash,
+            completion_level=operation.completion_level,
+        ),
+        verdict=verdict,
+        reason=operation.reason or "",
+        class_=operation.verdict_class,
+        decided_at=decided_at,
+        valid_as_of=valid_as_of,
+        subject={
+            "type": contract.subject.type,
+            "key": contract.subject.identity.key,
+            "id": subject_id,
+        },
+        correlation=_correlation(decision),
+        conditions=_conditions(decision),
+        evidence=evidence,
+        supersedes=supersedes,
+        claimable=operation.state != OperationState.HUMAN_REVIEW,
+    )
+    key = active_signing_key(session, now=now, settings=settings)
+    signature = sign_payload(key.private_key, signing_payload(body))
+    for old in previous:
+        old.current = False
+    session.flush()
+    row = Receipt(
+        id=receipt_id,
+        operation_id=operation.id,
+        workspace_id=operation.workspace_id,
+        body=body,
+        signature=signature,
+        key_id=key.key_id,
+        supersedes=supersedes,
+        current=True,
+        created_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+# ---------------------------------------------------------------------------------------------
+# Late contradicting evidence
+
+
+def _latest(times: Sequence[datetime | None]) -> datetime | None:
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+def _is_newer(decision: Decision, receipt_body: Mapping[str, Any]) -> bool:
+    """Is the contradicting evidence newer than what verified? Provider time first.
+
+    When both sides carry provider timestamps and the contradiction's is strictly older, it is
+    an earlier state delivered late: it contradicts nothing. Otherwise (newer, equal or unknown
+    provider times) the observation times decide: a reading taken after the verifying one is
+    newer evidence.
+    """
+    used = [e for e in decision.evidence if e.used] or [
+        e for e in decision.evidence if e.status == "ok" and e.fresh
+    ]
+    old = [e for e in receipt_body.get("evidence") or () if isinstance(e, Mapping)]
+    new_provider = _latest([_parse_time(e.provider_timestamp) for e in used])
+    old_provider = _latest([_parse_time(e.get("provider_timestamp")) for e in old])
+    if new_provider is not None and old_provider is not None and new_provider < old_provider:
+        return False
+    new_seen = _latest([_parse_time(e.observed_at) for e in used])
+    old_seen = _latest([_parse_time(e.get("observed_at")) for e in old])
+    if old_seen is None:
+        old_seen = _parse_time(receipt_body.get("valid_as_of"))
+    if new_seen is None or old_seen is None:
+        return new_provider is not None and (old_provider is None or new_provider > old_provider)
+    return new_seen > old_seen
+
+
+class CheckOutcome(IntEnum):
+    """What :func:`check_late_evidence` did."""
+
+    NOT_APPLICABLE = 0  # not a VERIFIED operation, or the decision does not contradict it
+    OLDER_EVIDENCE = 1  # contradicting evidence that predates the verifying evidence: ignored
+    FLAGGED = 2  # moved to HUMAN_REVIEW; a superseding receipt was issued
+    LOST_RACE = 3  # another writer changed the operation first; re-read and call again
+
+
+def check_late_evidence(
+    session: Session,
+    operation: Operation,
+    decision: Decision,
+    *,
+    now: datetime,
+    settings: Settings | None = None,
+) -> tuple[CheckOutcome, Receipt | None]:
+    """Handle a new decision for an operation that is already final.
+
+    Only a VERIFIED operation can be contradicted late. When ``decision`` (the engine's answer
+    over the evidence now stored) is a final FAILED or CONTRADICTED, and that evidence is newer
+    than the evidence behind the current receipt, the operation goes VERIFIED → HUMAN_REVIEW
+    with verdict CONTRADICTED, reason ``late_contradiction``; the transition records the
+    engine's verdict and reason, and the receipt it issues supersedes the VERIFIED one (which
+    stays valid for its ``valid_as_of``). Runs in the caller's transaction; returns the outcome
+    and the new receipt when one was issued.
+    """
+    from shared.operations import change_state
+
+    if operation.state != OperationState.VERIFIED or operation.verdict != Verdict.VERIFIED:
+        return CheckOutcome.NOT_APPLICABLE, None
+    if not decision.final or decision.verdict not in _CONTRADICTING:
+        return CheckOutcome.NOT_APPLICABLE, None
+    previous = current_receipt(session, operation.id)
+    if previous is not None and not _is_newer(decision, previous.body):
+        return CheckOutcome.OLDER_EVIDENCE, None
+    details = {
+        "evidence_verdict": decision.verdict.value,
+        "evidence_reason": decision.reason,
+        "evidence_class": decision.class_,
+        "supersedes": previous.id if previous is not None else None,
+    }
+    changed = change_state(
+        session,
+        operation,
+        to_state=OperationState.HUMAN_REVIEW,
+        verdict=Verdict.CONTRADICTED.value,
+        reason=LATE_CONTRADICTION,
+        verdict_class=LATE_CONTRADICTION_CLASS,
+        final=True,
+        decision=decision,
+        cause=LATE_CONTRADICTION,
+        now=now,
+        details=details,
+    )
+    if not changed:
+        return CheckOutcome.LOST_RACE, None
+    receipt = current_receipt(session, operation.id)
+    if receipt is None or (previous is not None and receipt.id == previous.id):
+        receipt = issue_receipt(session, operation, now=now, settings=settings)
+    return CheckOutcome.FLAGGED, receipt
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking a receipt document offline
+
+
+class Verification(IntEnum):
+    """Exit codes of ``provely receipts verify``."""
+
+    VALID = 0
+    TAMPERED = 1
+    UNCHECKABLE = 2
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationResult:
+    status: Verification
+    reason: str
+    receipt_id: str | None = None
+    operation_id: str | None = None
+    verdict: str | None = None
+    key_id: str | None = None
+    key_status: str | None = None
+    supersedes: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "result": self.status.name.lower(),
+            "exit_code": int(self.status),
+            "reason": self.reason,
+            "receipt_id": self.receipt_id,
+            "operation_id": self.operation_id,
+            "verdict": self.verdict,
+            "key_id": self.key_id,
+            "key_status": self.key_status,
+            "supersedes": self.supersedes,
+        }
+
+
+def _text(body: Mapping[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    return value if isinstance(value, str) else None
+
+
+def verify_receipt_document(data: bytes | str, keyring: KeyRing) -> VerificationResult:
+    """Check a receipt document against ``keyring``: valid (0), tampered (1), cannot check (2).
+
+    Order matters for the answer: the document must be readable and name a known key before the
+    signature can say anything; only a signature that matches makes the body's content worth
+    reading (its version).
+    """
+    try:
+        document = parse_receipt_document(data)
+    except MalformedReceipt as exc:
+        return VerificationResult(Verification.UNCHECKABLE, f"malformed receipt: {exc}")
+    if document.alg != ALGORITHM:
+        return VerificationResult(
+            Verification.UNCHECKABLE,
+            f"unsupported signature algorithm {document.alg!r} (expected {ALGORITHM})",
+            key_id=document.key_id,
+        )
+    key = keyring.get(document.key_id)
+    if key is None:
+        return VerificationResult(
+            Verification.UNCHECKABLE,
+            f"unknown key {document.key_id}: it is not in the key list",
+            key_id=document.key_id,
+        )
+    body = document.body
+
+    def result(status: Verification, reason: str) -> VerificationResult:
+        return VerificationResult(
+            status,
+            reason,
+            receipt_id=_text(body, "id"),
+            operation_id=_text(body, "operation_id"),
+            verdict=_text(body, "verdict"),
+            key_id=key.key_id,
+            key_status=key.status,
+            supersedes=_text(body, "supersedes"),
+        )
+
+    if not verify_payload(key.public_key, signing_payload(body), document.signature):
+        return result(
+            Verification.TAMPERED,
+            f"tampered: the signature does not match the receipt under key {key.key_id}",
+        )
+    if body.get("version") != RECEIPT_VERSION:
+        return result(
+            Verification.UNCHECKABLE,
+            f"signed, but receipt version {body.get('version')!r} is not one this tool reads",
+        )
+    key_note = key.status
+    if key.status == "retired" and key.retired_at:
+        key_note = f"retired {key.retired_at}"
+    summary = (
+        f"valid: receipt {_text(body, 'id')} of {_text(body, 'operation_id')} "
+        f"({_text(body, 'verdict')}) signed by key {key.key_id} ({key_note})"
+    )
+    if _text(body, "supersedes"):
+        summary += f"; it supersedes {_text(body, 'supersedes')}"
+    return result(Verification.VALID, summary)

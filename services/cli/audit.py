@@ -1,11 +1,123 @@
-"""CLI: the `audit` commands (filled in by the issue that owns them)."""
+"""CLI: ``provely audit verify`` — walk a workspace's hash-chained transitions.
+
+Exit 0 when the chain holds, 1 at the first broken link (named by row id and seq), 2 when the
+check cannot run (unknown workspace, unreachable database).
+"""
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 import typer
 
 __all__ = ["register"]
 
+group = typer.Typer(help="The audit trail: hash-chained state transitions.", no_args_is_help=True)
+
+_PROBLEMS = {
+    "hash_mismatch": "the row's content no longer matches its hash (edited)",
+    "prev_hash_mismatch": "the row does not chain to the row before it (edited or reordered)",
+    "seq_gap": "a row is missing before it (deleted)",
+}
+
+
+def _verify_workspace(session: Any, workspace_id: str) -> dict[str, Any]:
+    from sqlalchemy import func, select
+
+    from shared.audit import verify_chain
+    from shared.db.models import Transition, Workspace
+
+    if session.get(Workspace, workspace_id) is None:
+        return {"workspace_id": workspace_id, "result": "unknown_workspace"}
+    count, last = session.execute(
+        select(func.count(Transition.id), func.max(Transition.seq)).where(
+            Transition.workspace_id == workspace_id
+        )
+    ).one()
+    broken = verify_chain(session, workspace_id)
+    result: dict[str, Any] = {
+        "workspace_id": workspace_id,
+        "transitions": int(count),
+        "last_seq": int(last) if last is not None else 0,
+    }
+    if broken is None:
+        result["result"] = "intact"
+    else:
+        result.update(
+            result="broken",
+            broken={
+                "id": broken.id,
+                "seq": broken.seq,
+                "operation_id": broken.operation_id,
+                "problem": broken.problem,
+            },
+        )
+    return result
+
+
+def _line(result: dict[str, Any]) -> str:
+    workspace = result["workspace_id"]
+    if result["result"] == "unknown_workspace":
+        return f"cannot check: no workspace {workspace}"
+    if result["result"] == "intact":
+        return (
+            f"intact: workspace {workspace}, {result['transitions']} transitions "
+            f"(last seq {result['last_seq']})"
+        )
+    broken = result["broken"]
+    why = _PROBLEMS.get(broken["problem"], broken["problem"])
+    return (
+        f"broken: workspace {workspace}, first broken link is transition id={broken['id']} "
+        f"seq={broken['seq']} (operation {broken['operation_id']}): {broken['problem']}: {why}"
+    )
+
+
+@group.command("verify")
+def verify(
+    workspace: list[str] = typer.Option([], "--workspace", "-w", help="Workspace id (repeatable)."),
+    every: bool = typer.Option(False, "--all", help="Check every workspace."),
+    url: str | None = typer.Option(
+        None, "--url", help="SQLAlchemy URL (default: PROVELY_DATABASE_URL or the embedded SQLite)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per workspace."),
+) -> None:
+    """Walk the transition chain; exit 1 and name the first broken row when it does not hold."""
+    from sqlalchemy import select
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from shared.db.models import Workspace
+    from shared.db.session import make_engine, session_scope
+    from shared.settings import get_settings
+
+    if not workspace and not every:
+        typer.echo("error: name a workspace with --workspace W (or --all)", err=True)
+        raise typer.Exit(2)
+    engine = make_engine(url or get_settings().resolved_database_url())
+    try:
+        with session_scope(engine) as session:
+            names = list(workspace)
+            if every:
+                names += [w for w in session.execute(select(Workspace.id)).scalars()]
+            results = [_verify_workspace(session, name) for name in dict.fromkeys(names)]
+    except SQLAlchemyError as exc:
+        typer.echo(f"error: cannot read the database: {str(exc).splitlines()[0]}", err=True)
+        raise typer.Exit(2) from None
+    finally:
+        engine.dispose()
+    code = 0
+    for result in results:
+        if result["result"] == "broken":
+            code = 1
+        elif result["result"] == "unknown_workspace" and code == 0:
+            code = 2
+        if as_json:
+            typer.echo(json.dumps(result, sort_keys=True))
+        else:
+            typer.echo(_line(result), err=result["result"] != "intact")
+    raise typer.Exit(code)
+
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.add_typer(group, name="audit")

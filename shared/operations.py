@@ -20,25 +20,22 @@ Errors::
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-import yaml
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from shared.audit import append_transition
-from shared.core import IllegalTransition
 from shared.core.contract import Contract, contract_hash
+from shared.core.state_machine import transition
 from shared.core.types import Decision, OperationFacts, OperationState
 from shared.db.models import CustomContract, Operation
+from shared.registry import get_registry
 
 __all__ = [
     "ContractMismatch",
@@ -107,105 +104,33 @@ def _error_type(error: Mapping[str, Any] | None) -> str | None:
     return value if isinstance(value, str) else None
 
 
-# --- lifecycle and registry: the core's state machine and the contract registry when they are
-# installed, else a conservative local equivalent (kept until both land everywhere).
-
-
-def _state_machine() -> Any:
-    try:
-        return importlib.import_module("shared.core.state_machine")
-    except ImportError:
-        return None
-
-
-_FINAL = frozenset(
-    {"VERIFIED", "CONTRADICTED", "FAILED", "UNVERIFIABLE", "EXPIRED", "HUMAN_REVIEW"}
-)
-_VERDICT_STATES = frozenset({"VERIFIED", "CONTRADICTED", "FAILED", "UNVERIFIABLE", "HUMAN_REVIEW"})
-_LOCAL_TABLE: dict[str, frozenset[str]] = {
-    "CREATED": frozenset({"ACTION_STARTED", "ACTION_ACCEPTED", "OBSERVING", "FAILED", "EXPIRED"}),
-    "ACTION_STARTED": frozenset({"ACTION_ACCEPTED", "OBSERVING", "FAILED", "EXPIRED"}),
-    "ACTION_ACCEPTED": frozenset({"OBSERVING"}),
-    "OBSERVING": frozenset({"OBSERVING", "PENDING"} | _VERDICT_STATES),
-    "PENDING": frozenset({"OBSERVING", "PENDING"} | _VERDICT_STATES),
-    "VERIFIED": frozenset({"HUMAN_REVIEW"}),
-    "CONTRADICTED": frozenset({"HUMAN_REVIEW"}),
-    "FAILED": frozenset({"HUMAN_REVIEW"}),
-    "UNVERIFIABLE": frozenset({"HUMAN_REVIEW"}),
-}
-
-
-def _check_transition(current: OperationState, target: OperationState) -> None:
-    module = _state_machine()
-    if module is not None:
-        module.transition(current, target)
-        return
-    if target.value not in _LOCAL_TABLE.get(current.value, frozenset()):
-        raise IllegalTransition(current.value, target.value)
-
-
-def _registry() -> Any:
-    try:
-        module = importlib.import_module("shared.registry")
-    except ImportError:
-        return None
-    return module.get_registry()
-
-
-_CONTRACTS_DIR = Path(__file__).resolve().parents[1] / "contracts"
-
-
-@lru_cache(maxsize=1)
-def _local_contracts() -> tuple[Contract, ...]:
-    from shared.settings import get_settings
-
-    found: list[Contract] = []
-    for root in [_CONTRACTS_DIR, *get_settings().extra_contract_dirs()]:
-        for path in sorted(root.rglob("*.yaml")):
-            if path.name == "skill.yaml":
-                continue
-            found.append(Contract.model_validate(yaml.safe_load(path.read_text("utf-8"))))
-    return tuple(found)
-
-
 def shipped_contracts() -> list[ResolvedContract]:
-    """Every contract loaded from ``contracts/`` and the configured contract paths."""
-    registry = _registry()
-    if registry is not None:
-        return [
-            ResolvedContract(e.contract, e.hash, None, e.certification) for e in registry.entries()
-        ]
-    return [ResolvedContract(c, contract_hash(c)) for c in _local_contracts()]
+    """Every contract of the registry (``contracts/`` and the configured contract paths)."""
+    return [
+        ResolvedContract(e.contract, e.hash, None, e.certification)
+        for e in get_registry().entries()
+    ]
 
 
 def provider_skill(provider: str) -> ProviderSkill | None:
     """The skill of ``provider`` (default base URL, signature scheme, action rejections)."""
-    registry = _registry()
-    if registry is not None:
-        loaded = registry.skill(provider)
-        if loaded is None:
-            return None
-        doc: dict[str, Any] = loaded.manifest.model_dump(mode="json")
-    else:
-        doc = {}
-        for path in _CONTRACTS_DIR.rglob("skill.yaml"):
-            data = yaml.safe_load(path.read_text("utf-8"))
-            if isinstance(data, dict) and data.get("provider") == provider:
-                doc = data
-        if not doc:
-            return None
-    signature = doc.get("signature") or {}
-    readback = doc.get("readback") or {}
+    loaded = get_registry().skill(provider)
+    if loaded is None:
+        return None
+    manifest = loaded.manifest
     return ProviderSkill(
         provider=provider,
-        default_base_url=doc.get("default_base_url"),
-        signature_scheme=signature.get("scheme"),
-        signature_tolerance_seconds=signature.get("tolerance_seconds"),
-        readback_auth=readback.get("auth"),
-        rate_limit_per_second=readback.get("rate_limit_per_second"),
+        default_base_url=manifest.default_base_url,
+        signature_scheme=manifest.signature.scheme if manifest.signature else None,
+        signature_tolerance_seconds=(
+            manifest.signature.tolerance_seconds if manifest.signature else None
+        ),
+        readback_auth=manifest.readback.auth if manifest.readback else None,
+        rate_limit_per_second=(
+            manifest.readback.rate_limit_per_second if manifest.readback else None
+        ),
         action_rejections=tuple(
-            (tuple(r.get("http_status") or ()), tuple(r.get("error_type") or ()))
-            for r in doc.get("action_rejections") or ()
+            (tuple(r.http_status), tuple(r.error_type)) for r in manifest.action_rejections
         ),
     )
 
@@ -260,7 +185,7 @@ def change_state(
     """
     current = OperationState(op.state)
     target = OperationState(to_state)
-    _check_transition(current, target)  # same-state steps too: a final state never repeats
+    transition(current, target)  # same-state steps too: a final state never repeats
     values: dict[str, Any] = dict(changes or {})
     values.update(
         state=target.value,
@@ -362,7 +287,10 @@ def list_contracts(session: Session, workspace_id: str) -> list[ResolvedContract
 def find_contract(
     session: Session, workspace_id: str, contract_id: str, version: str | None = None
 ) -> ResolvedContract:
-    """The contract ``contract_id`` at ``version`` (default: the newest) for the workspace."""
+    """The contract ``contract_id`` at ``version`` (default: the newest) for the workspace.
+
+    Raises ``shared.registry.RegistryError`` when the shipped contracts cannot be loaded.
+    """
     candidates = [r for r in list_contracts(session, workspace_id) if r.contract.id == contract_id]
     if version is not None:
         candidates = [r for r in candidates if r.contract.version == version]

@@ -428,7 +428,7 @@ def decide(
         is_fresh = now - _utc(obs.observed_at) <= channel.freshness
         fresh[name] = is_fresh
         status = obs.status
-        if status is not ObservationStatus.OK:
+        if status != ObservationStatus.OK:
             if status in _UNAVAILABLE:
                 unavailable = True
                 notes[name] = "channel_unavailable"
@@ -595,7 +595,7 @@ def _evidence_row(
     return EvidenceUsed(
         channel.name,
         channel.level,
-        obs.status.value,
+        str(obs.status),
         obs.observed_at,
         obs.provider_timestamp,
         obs.digest,

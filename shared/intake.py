@@ -1,0 +1,836 @@
+"""Webhook intake behind the signature check: parse, store once, correlate, and name the wakes.
+
+Owns what happens to a delivery once its signature holds (``shared.signatures`` decides that):
+
+1. :func:`parse_event` reads the event by the provider skill's ``event_shape`` (id, type, the
+   event's own creation time, api version, object id, the correlation keys it carries).
+   Malformed JSON or a missing id / type / time raises :class:`MalformedEvent`.
+2. :func:`store_event` inserts it with ``INSERT … ON CONFLICT DO NOTHING`` on
+   (workspace, provider, event id); a repeat only bumps ``events.duplicates``. The keys the event
+   carries go to ``event_keys`` (indexed by name and value).
+3. :func:`correlate_event` links the event to operations (``operation_events``):
+   ``resource_id`` (strong) when the event's object id is an operation's subject id;
+   ``idempotency_key`` (strong) when the event carries an operation id as its idempotency key —
+   an operation that has no subject id yet learns it from such an event of the subject's type
+   (``learned_keys[<identity key>]`` and ``subject_id``); ``fingerprint`` (weak) when every
+   fingerprint key of the operation's contract matches. A weak link never verifies: the engine
+   only decides once the subject is strongly correlated.
+4. :func:`correlate_pending_events` does the same from the operation's side, for events that
+   arrived before the operation could correlate (before its action report, or before it learned
+   its subject id). The action report and the observer call it.
+
+Every link to an open operation is a wake (the caller runs ``shared.scheduling.wake`` in the
+same transaction and dispatches after commit, see :func:`wake_operations`). Links to final
+operations are kept too and returned as ``late`` (and passed to hooks registered with
+:func:`register_late_event_hook`), so the late-contradiction flow can act on them.
+
+Events whose api version is not one of the contract's are stored and linked like any other; the
+core's reduction (``shared.core.events.reduce_events``) sets them aside using
+``events.api_version``, which :func:`event_record` hands over.
+
+The caller owns the transaction; nothing here commits.
+
+Errors::
+
+    MalformedEvent       the verified body is not an event of the expected shape (400)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from sqlalchemy import Select, and_, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from shared.core.contract import Contract
+from shared.core.skill import EventShape
+from shared.core.types import EventRecord
+from shared.db.models import Event, EventKey, Operation, OperationEvent
+from shared.signatures import VerifiedDelivery
+
+__all__ = [
+    "DEFAULT_SHAPES",
+    "IntakeResult",
+    "LateEventHook",
+    "Link",
+    "MalformedEvent",
+    "ParsedEvent",
+    "contract_of",
+    "correlate_event",
+    "correlate_pending_events",
+    "event_record",
+    "event_shape_for",
+    "fingerprint_key_names",
+    "ingest_event",
+    "parse_event",
+    "register_late_event_hook",
+    "store_event",
+    "wake_operations",
+]
+
+log = logging.getLogger(__name__)
+
+STRONG: Final = "strong"
+WEAK: Final = "weak"
+_MAX_ID = 255
+_MAX_TYPE = 200
+_MAX_VERSION = 64
+_MAX_KEY_VALUE = 255
+# Epoch seconds a provider timestamp may take: 2000-01-01 .. 2100-01-01.
+_MIN_EPOCH, _MAX_EPOCH = 946_684_800, 4_102_444_800
+
+DEFAULT_SHAPES: Mapping[str, EventShape] = {
+    # Used when the provider's skill declares no event shape, by the connection's scheme.
+    "stripe": EventShape(
+        id="$event.id",
+        type="$event.type",
+        created="$event.created",
+        api_version="$event.api_version",
+        object="$event.data.object",
+        object_id="$event.data.object.id",
+        idempotency_key="$event.request.idempotency_key",
+        correlation_keys={
+            "object_id": "$event.data.object.id",
+            "idempotency_key": "$event.request.idempotency_key",
+        },
+    ),
+    "standard_webhooks": EventShape(
+        id="$delivery.id",
+        type="$event.type",
+        created="$event.timestamp",
+        object="$event.data",
+        object_id="$event.data.id",
+        correlation_keys={"object_id": "$event.data.id"},
+    ),
+    "github": EventShape(
+        id="$delivery.id",
+        type="$delivery.event_type",
+        created="$delivery.received_at",
+        object="$event",
+        correlation_keys={},
+    ),
+}
+
+
+class MalformedEvent(ValueError):
+    """A verified body that is not an event of the expected shape; refused, stored nowhere."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedEvent:
+    event_id: str
+    type: str
+    provider_timestamp: datetime
+    body: dict[str, Any]
+    api_version: str | None = None
+    object_id: str | None = None
+    idempotency_key: str | None = None
+    keys: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    operation_id: str
+    event_pk: int
+    strategy: str
+    assurance: str
+    final: bool
+
+
+@dataclass(slots=True)
+class IntakeResult:
+    """What one verified delivery did to the record (filled in the caller's transaction)."""
+
+    event_pk: int | None
+    duplicate: bool
+    links: list[Link] = field(default_factory=list)
+    learned: list[str] = field(default_factory=list)  # operations that learned their subject
+    wakes: list[tuple[str, int]] = field(default_factory=list)  # (operation id, fence)
+
+    @property
+    def late(self) -> list[str]:
+        """Final operations that this event was linked to (late evidence)."""
+        return sorted({link.operation_id for link in self.links if link.final})
+
+    @property
+    def open_operations(self) -> list[str]:
+        return sorted({link.operation_id for link in self.links if not link.final})
+
+
+LateEventHook = Callable[[Session, Operation, Event, datetime], None]
+_late_hooks: list[LateEventHook] = []
+
+
+def register_late_event_hook(hook: LateEventHook) -> None:
+    """Call ``hook(session, operation, event, now)`` when an event links to a final operation.
+
+    The hook runs inside the intake's transaction, after the link row is written.
+    """
+    if hook not in _late_hooks:
+        _late_hooks.append(hook)
+
+
+# ------------------------------------------------------------------------------------ parsing
+
+
+def _walk(doc: Any, parts: Sequence[str]) -> Any:
+    for part in parts:
+        if isinstance(doc, Mapping):
+            if part not in doc:
+                return None
+            doc = doc[part]
+        elif isinstance(doc, list) and part.isdigit() and int(part) < len(doc):
+            doc = doc[int(part)]
+        else:
+            return None
+    return doc
+
+
+def _resolve(expr: str | None, body: Any, delivery: Mapping[str, Any]) -> Any:
+    """``$event.a.b`` reads the body, ``$delivery.x`` what the signature check learned."""
+    if not expr:
+        return None
+    root, _, rest = expr.partition(".")
+    parts = rest.split(".") if rest else []
+    if root == "$event":
+        return _walk(body, parts)
+    if root == "$delivery":
+        return _walk(delivery, parts)
+    return None
+
+
+def _text(value: Any, limit: int) -> str | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        value = str(value)
+    if isinstance(value, str) and 0 < len(value) <= limit:
+        return value
+    return None
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if isinstance(value, int | float):
+        if not _MIN_EPOCH <= value <= _MAX_EPOCH:
+            return None
+        return datetime.fromtimestamp(value, tz=UTC)
+    if isinstance(value, str):
+        if value.isdigit():
+            return _timestamp(int(value))
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    return None
+
+
+def parse_event(
+    body: bytes,
+    *,
+    shape: EventShape,
+    delivery: VerifiedDelivery,
+    received_at: datetime,
+    extra_keys: Iterable[str] = (),
+) -> ParsedEvent:
+    """Read a verified body by ``shape``. ``extra_keys`` are object fields kept as keys too.
+
+    The provider timestamp is the event's own creation time (``shape.created``), never the
+    signature's timestamp.
+    """
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise MalformedEvent("malformed_json", "the body is not valid JSON") from exc
+    if not isinstance(doc, dict):
+        raise MalformedEvent("malformed_event", "the body is not a JSON object")
+    meta = {
+        "id": delivery.delivery_id,
+        "timestamp": delivery.timestamp,
+        "event_type": delivery.event_type,
+        "received_at": received_at,
+    }
+    event_id = _text(_resolve(shape.id, doc, meta), _MAX_ID)
+    if event_id is None:
+        raise MalformedEvent("missing_event_id", "the event carries no usable id")
+    event_type = _text(_resolve(shape.type, doc, meta), _MAX_TYPE)
+    if event_type is None:
+        raise MalformedEvent("missing_event_type", "the event carries no usable type")
+    created = _timestamp(_resolve(shape.created, doc, meta))
+    if created is None:
+        raise MalformedEvent("missing_event_time", "the event carries no usable creation time")
+    api_version = _text(_resolve(shape.api_version, doc, meta), _MAX_VERSION)
+    object_id = _text(_resolve(shape.object_id, doc, meta), _MAX_KEY_VALUE)
+    idempotency_key = _text(_resolve(shape.idempotency_key, doc, meta), _MAX_KEY_VALUE)
+    keys: dict[str, str] = {}
+    for name, expr in shape.correlation_keys.items():
+        value = _text(_resolve(expr, doc, meta), _MAX_KEY_VALUE)
+        if value is not None:
+            keys[name] = value
+    obj = _resolve(shape.object, doc, meta)
+    for name in extra_keys:
+        if name not in keys and isinstance(obj, Mapping):
+            value = _text(obj.get(name), _MAX_KEY_VALUE)
+            if value is not None:
+                keys[name] = value
+    if object_id is not None:
+        keys.setdefault("object_id", object_id)
+    if idempotency_key is not None:
+        keys.setdefault("idempotency_key", idempotency_key)
+    return ParsedEvent(
+        event_id=event_id,
+        type=event_type,
+        provider_timestamp=created,
+        body=doc,
+        api_version=api_version,
+        object_id=object_id,
+        idempotency_key=idempotency_key,
+        keys=keys,
+    )
+
+
+def _registry() -> Any:
+    from shared.registry import get_registry
+
+    return get_registry()
+
+
+def event_shape_for(provider: str, scheme: str) -> EventShape:
+    """The provider skill's event shape, else the default shape of the signature scheme."""
+    skill = _registry().skill(provider)
+    shape = skill.manifest.event_shape if skill is not None else None
+    if shape is not None:
+        return shape  # type: ignore[no-any-return]
+    return DEFAULT_SHAPES.get(scheme, DEFAULT_SHAPES["stripe"])
+
+
+def fingerprint_key_names(provider: str) -> frozenset[str]:
+    """Names of the fingerprint keys the provider's shipped contracts correlate on."""
+    names: set[str] = set()
+    for entry in _registry().entries():
+        contract: Contract = entry.contract
+        if contract.skill.provider != provider:
+            continue
+        for strategy in contract.correlation:
+            if strategy.strategy == "fingerprint":
+                names.update(key.name for key in strategy.keys)
+    return frozenset(names)
+
+
+# ------------------------------------------------------------------------------------ storing
+
+
+def _insert(session: Session, table: Any) -> Any:
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        return postgresql.insert(table)
+    if dialect == "sqlite":
+        return sqlite.insert(table)
+    raise RuntimeError(f"unsupported database dialect {dialect}")
+
+
+def store_event(
+    session: Session,
+    *,
+    workspace_id: str,
+    provider: str,
+    event: ParsedEvent,
+    raw: bytes,
+    now: datetime,
+) -> int | None:
+    """Insert the event once; return its row id, or None when it was already stored.
+
+    A repeat writes nothing but ``duplicates = duplicates + 1`` on the stored row.
+    """
+    stmt = (
+        _insert(session, Event)
+        .values(
+            workspace_id=workspace_id,
+            provider=provider,
+            event_id=event.event_id,
+            type=event.type,
+            provider_timestamp=event.provider_timestamp,
+            api_version=event.api_version,
+            object_id=event.object_id,
+            body=event.body,
+            raw=raw,
+            digest=hashlib.sha256(raw).hexdigest(),
+            duplicates=0,
+            received_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["workspace_id", "provider", "event_id"])
+        .returning(Event.id)
+    )
+    event_pk = session.execute(stmt).scalar_one_or_none()
+    if event_pk is None:
+        session.execute(
+            update(Event)
+            .where(
+                Event.workspace_id == workspace_id,
+                Event.provider == provider,
+                Event.event_id == event.event_id,
+            )
+            .values(duplicates=Event.duplicates + 1)
+            .execution_options(synchronize_session=False)
+        )
+        return None
+    if event.keys:
+        session.execute(
+            _insert(session, EventKey).on_conflict_do_nothing(),
+            [
+                {
+                    "event_pk": event_pk,
+                    "workspace_id": workspace_id,
+                    "provider": provider,
+                    "name": name,
+                    "value": value,
+                }
+                for name, value in sorted(event.keys.items())
+            ],
+        )
+    return int(event_pk)
+
+
+# -------------------------------------------------------------------------------- correlating
+
+
+def contract_of(session: Session, operation: Operation) -> Contract | None:
+    """The contract an operation was created with (None when it can no longer be found)."""
+    entry = _registry().by_hash(operation.contract_hash)
+    if entry is not None:
+        return entry.contract  # type: ignore[no-any-return]
+    from shared.operations import ContractNotFound, contract_for
+
+    try:
+        return contract_for(session, operation)
+    except ContractNotFound:
+        log.warning("operation %s: contract not found, not correlated", operation.id)
+        return None
+
+
+def _strategy_keys(contract: Contract, strategy: str) -> list[tuple[str, str]]:
+    return [
+        (key.name, key.expr)
+        for s in contract.correlation
+        if s.strategy == strategy
+        for key in s.keys
+    ]
+
+
+def _operation_value(operation: Operation, expr: str) -> str | None:
+    """The value of a correlation key expression for an operation (``$operation.id``,
+    ``$input.*``, ``$action.result.*``); None when unknown."""
+    root, _, rest = expr.partition(".")
+    parts = rest.split(".") if rest else []
+    if expr == "$operation.id":
+        return operation.id
+    if root == "$input":
+        return _text(_walk(operation.input or {}, parts), _MAX_KEY_VALUE)
+    if root == "$action" and parts[:1] == ["result"]:
+        return _text(_walk(operation.action_result or {}, parts[1:]), _MAX_KEY_VALUE)
+    return None
+
+
+def _idempotency_value(contract: Contract, operation: Operation) -> str | None:
+    for _name, expr in _strategy_keys(contract, "idempotency_key"):
+        value = _operation_value(operation, expr)
+        if value is not None:
+            return value
+    return None
+
+
+def _fingerprint(contract: Contract, operation: Operation) -> dict[str, str] | None:
+    keys = _strategy_keys(contract, "fingerprint")
+    if not keys:
+        return None
+    values = {name: _operation_value(operation, expr) for name, expr in keys}
+    if any(v is None for v in values.values()):
+        return None
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _subject_values(operation: Operation, contract: Contract) -> set[str]:
+    values = set()
+    if operation.subject_id:
+        values.add(operation.subject_id)
+    learned = (operation.learned_keys or {}).get(contract.subject.identity.key)
+    if isinstance(learned, str) and learned:
+        values.add(learned)
+    for name, expr in _strategy_keys(contract, "resource_id"):
+        value = _operation_value(operation, expr) or _text(
+            (operation.learned_keys or {}).get(name), _MAX_KEY_VALUE
+        )
+        if value is not None:
+            values.add(value)
+    return values
+
+
+def _of_subject_type(contract: Contract, event_type: str) -> bool:
+    """True when an event type names the subject's object (``refund.created`` for
+    ``stripe.refund``)."""
+    return event_type.split(".")[0] == contract.subject.type.split(".")[-1]
+
+
+def _link(
+    session: Session,
+    *,
+    operation: Operation,
+    event_pk: int,
+    strategy: str,
+    assurance: str,
+    now: datetime,
+) -> bool:
+    """Write the link; True when it is new. A weak link never replaces a strong one."""
+    stmt = (
+        _insert(session, OperationEvent)
+        .values(
+            operation_id=operation.id,
+            event_pk=event_pk,
+            workspace_id=operation.workspace_id,
+            strategy=strategy,
+            assurance=assurance,
+            created_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["operation_id", "event_pk"])
+        .returning(OperationEvent.id)
+    )
+    created = session.execute(stmt).scalar_one_or_none() is not None
+    if not created and assurance == STRONG:
+        session.execute(
+            update(OperationEvent)
+            .where(
+                OperationEvent.operation_id == operation.id,
+                OperationEvent.event_pk == event_pk,
+                OperationEvent.assurance == WEAK,
+            )
+            .values(strategy=strategy, assurance=STRONG)
+            .execution_options(synchronize_session=False)
+        )
+    return created
+
+
+def _learn_subject(
+    session: Session, operation: Operation, contract: Contract, subject_id: str, now: datetime
+) -> bool:
+    """Record the subject id an operation learned from a strongly correlated event."""
+    locked = session.execute(
+        select(Operation).where(Operation.id == operation.id).with_for_update()
+    ).scalar_one()
+    if locked.subject_id is not None or locked.final:
+        return False
+    learned = dict(locked.learned_keys or {})
+    learned[contract.subject.identity.key] = subject_id
+    session.execute(
+        update(Operation)
+        .where(Operation.id == operation.id, Operation.subject_id.is_(None))
+        .values(subject_id=subject_id, learned_keys=learned, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    session.refresh(operation)
+    log.info("operation %s learned its subject %s", operation.id, subject_id)
+    return True
+
+
+def _record_link(
+    session: Session,
+    result: IntakeResult,
+    *,
+    operation: Operation,
+    event_row: Event,
+    strategy: str,
+    assurance: str,
+    now: datetime,
+) -> None:
+    if _link(
+        session,
+        operation=operation,
+        event_pk=event_row.id,
+        strategy=strategy,
+        assurance=assurance,
+        now=now,
+    ):
+        result.links.append(Link(operation.id, event_row.id, strategy, assurance, operation.final))
+        if operation.final:
+            for hook in list(_late_hooks):
+                hook(session, operation, event_row, now)
+
+
+def correlate_event(
+    session: Session,
+    *,
+    event_row: Event,
+    event: ParsedEvent,
+    now: datetime,
+    result: IntakeResult | None = None,
+) -> IntakeResult:
+    """Link a newly stored event to every operation it correlates with."""
+    result = result or IntakeResult(event_pk=event_row.id, duplicate=False)
+    ws = event_row.workspace_id
+    conditions = []
+    if event.object_id is not None:
+        conditions.append(Operation.subject_id == event.object_id)
+    if event.idempotency_key is not None:
+        conditions.append(Operation.id == event.idempotency_key)
+    candidates: dict[str, Operation] = {}
+    if conditions:
+        rows = session.execute(
+            select(Operation).where(Operation.workspace_id == ws, or_(*conditions))
+        ).scalars()
+        candidates = {op.id: op for op in rows}
+    for op in sorted(candidates.values(), key=lambda o: o.id):
+        contract = contract_of(session, op)
+        if contract is None or contract.skill.provider != event_row.provider:
+            continue
+        if event.idempotency_key is not None and event.idempotency_key == _idempotency_value(
+            contract, op
+        ):
+            if (
+                op.subject_id is None
+                and event.object_id is not None
+                and _of_subject_type(contract, event.type)
+                and _learn_subject(session, op, contract, event.object_id, now)
+            ):
+                result.learned.append(op.id)
+                correlate_pending_events(session, op, now, result=result)
+            _record_link(
+                session,
+                result,
+                operation=op,
+                event_row=event_row,
+                strategy="idempotency_key",
+                assurance=STRONG,
+                now=now,
+            )
+        elif event.object_id is not None and event.object_id in _subject_values(op, contract):
+            _record_link(
+                session,
+                result,
+                operation=op,
+                event_row=event_row,
+                strategy="resource_id",
+                assurance=STRONG,
+                now=now,
+            )
+    _correlate_fingerprint(session, result, event_row=event_row, event=event, now=now, skip=set())
+    return result
+
+
+def _correlate_fingerprint(
+    session: Session,
+    result: IntakeResult,
+    *,
+    event_row: Event,
+    event: ParsedEvent,
+    now: datetime,
+    skip: set[str],
+) -> None:
+    """Weak links: open operations whose every fingerprint key equals the event's."""
+    names = fingerprint_key_names(event_row.provider)
+    if not names or not names <= set(event.keys):
+        return
+    # Narrow in SQL on one string-valued input field; compare everything in Python.
+    probe = min(names, key=lambda n: (event.keys[n].lstrip("-").isdigit(), n))
+    query: Select[tuple[Operation]] = select(Operation).where(
+        Operation.workspace_id == event_row.workspace_id,
+        Operation.final.is_(False),
+        Operation.input[probe].as_string() == event.keys[probe],
+    )
+    linked = {link.operation_id for link in result.links}
+    for op in session.execute(query).scalars():
+        if op.id in skip or op.id in linked:
+            continue
+        contract = contract_of(session, op)
+        if contract is None or contract.skill.provider != event_row.provider:
+            continue
+        fingerprint = _fingerprint(contract, op)
+        if fingerprint and all(event.keys.get(k) == v for k, v in fingerprint.items()):
+            _record_link(
+                session,
+                result,
+                operation=op,
+                event_row=event_row,
+                strategy="fingerprint",
+                assurance=WEAK,
+                now=now,
+            )
+
+
+def _events_with_keys(
+    session: Session, workspace_id: str, provider: str, pairs: Iterable[tuple[str, str]]
+) -> list[Event]:
+    clauses = [and_(EventKey.name == n, EventKey.value == v) for n, v in pairs]
+    if not clauses:
+        return []
+    pks = (
+        select(EventKey.event_pk)
+        .where(
+            EventKey.workspace_id == workspace_id,
+            EventKey.provider == provider,
+            or_(*clauses),
+        )
+        .distinct()
+    )
+    return list(
+        session.execute(
+            select(Event).where(Event.id.in_(pks)).order_by(Event.provider_timestamp, Event.id)
+        ).scalars()
+    )
+
+
+def correlate_pending_events(
+    session: Session, operation: Operation, now: datetime, *, result: IntakeResult | None = None
+) -> list[int]:
+    """Link the events already stored that correlate with ``operation``; return new links.
+
+    Call it whenever an operation learns keys (action report with a result id, an error or
+    timeout report, after learning a subject id): events that arrived before then are matched
+    now. When a stored event of the subject's type carries the operation id as its idempotency
+    key and the operation has no subject id yet, the operation learns it here. Idempotent.
+    """
+    contract = contract_of(session, operation)
+    if contract is None:
+        return []
+    provider = contract.skill.provider
+    result = result if result is not None else IntakeResult(event_pk=None, duplicate=False)
+    before = len(result.links)
+    idem = _idempotency_value(contract, operation)
+    if idem is not None:
+        for row in _events_with_keys(
+            session, operation.workspace_id, provider, [("idempotency_key", idem)]
+        ):
+            if (
+                operation.subject_id is None
+                and row.object_id is not None
+                and _of_subject_type(contract, row.type)
+                and _learn_subject(session, operation, contract, row.object_id, now)
+            ):
+                result.learned.append(operation.id)
+            _record_link(
+                session,
+                result,
+                operation=operation,
+                event_row=row,
+                strategy="idempotency_key",
+                assurance=STRONG,
+                now=now,
+            )
+    subjects = _subject_values(operation, contract)
+    if subjects:
+        for row in _events_with_keys(
+            session,
+            operation.workspace_id,
+            provider,
+            [("object_id", value) for value in sorted(subjects)],
+        ):
+            _record_link(
+                session,
+                result,
+                operation=operation,
+                event_row=row,
+                strategy="resource_id",
+                assurance=STRONG,
+                now=now,
+            )
+    fingerprint = _fingerprint(contract, operation)
+    if fingerprint and not operation.final:
+        for row in _events_with_keys(
+            session, operation.workspace_id, provider, sorted(fingerprint.items())
+        ):
+            keys = _keys_of(session, row.id)
+            if all(keys.get(k) == v for k, v in fingerprint.items()):
+                _record_link(
+                    session,
+                    result,
+                    operation=operation,
+                    event_row=row,
+                    strategy="fingerprint",
+                    assurance=WEAK,
+                    now=now,
+                )
+    return [link.event_pk for link in result.links[before:]]
+
+
+def _keys_of(session: Session, event_pk: int) -> dict[str, str]:
+    rows = session.execute(
+        select(EventKey.name, EventKey.value).where(EventKey.event_pk == event_pk)
+    ).all()
+    return {name: value for name, value in rows}
+
+
+# -------------------------------------------------------------------------------- the whole
+
+
+def wake_operations(
+    session: Session, operation_ids: Iterable[str], now: datetime
+) -> list[tuple[str, int]]:
+    """Move the next observation of each open operation to now (``shared.scheduling.wake``).
+
+    Returns ``(operation id, fence)`` pairs to dispatch with
+    ``shared.scheduling.dispatch_observe`` once the transaction has committed.
+    """
+    from shared.scheduling import wake
+
+    wakes: list[tuple[str, int]] = []
+    for operation_id in sorted(set(operation_ids)):
+        fence = wake(session, operation_id, now=now)
+        if fence is not None:
+            wakes.append((operation_id, fence))
+    return wakes
+
+
+def ingest_event(
+    session: Session,
+    *,
+    workspace_id: str,
+    provider: str,
+    event: ParsedEvent,
+    raw: bytes,
+    now: datetime,
+) -> IntakeResult:
+    """Store a verified event once, correlate it, and wake the open operations it names.
+
+    On a repeat delivery only the duplicate counter moves; nothing is correlated or woken.
+    The caller commits, then dispatches ``result.wakes``.
+    """
+    event_pk = store_event(
+        session, workspace_id=workspace_id, provider=provider, event=event, raw=raw, now=now
+    )
+    if event_pk is None:
+        return IntakeResult(event_pk=None, duplicate=True)
+    row = session.get(Event, event_pk)
+    assert row is not None
+    result = correlate_event(session, event_row=row, event=event, now=now)
+    result.event_pk = event_pk
+    result.wakes = wake_operations(session, result.open_operations, now)
+    return result
+
+
+# ------------------------------------------------------------------------------ for readers
+
+
+def event_record(row: Event) -> EventRecord:
+    """The core's view of a stored event (what ``reduce_events`` takes)."""
+    return EventRecord(
+        event_id=row.event_id,
+        type=row.type,
+        provider_timestamp=row.provider_timestamp,
+        body=row.body,
+        api_version=row.api_version,
+        received_at=row.received_at,
+        duplicates=row.duplicates,
+    )

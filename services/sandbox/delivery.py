@@ -1,6 +1,6 @@
 """Signed webhook deliveries: Stripe's ``Stripe-Signature`` scheme and the async dispatcher.
 
-A delivery is signed at send time as Stripe does: ``t`` is the provider clock in epoch seconds,
+A delivery is signed at send time as Stripe does: ``t`` is the send time in epoch seconds,
 ``v1`` the hex HMAC-SHA256 of ``"{t}.{payload}"`` keyed with the endpoint's ``whsec_`` secret.
 Deliveries to one endpoint go out one at a time in the order they are due (so a reversed or
 shuffled release is observable at the receiver); endpoints are served concurrently.
@@ -88,7 +88,7 @@ class Dispatcher:
         headers = {
             "Content-Type": "application/json; charset=utf-8",
             "User-Agent": USER_AGENT,
-            "Stripe-Signature": sign(payload, secret, self._sandbox.clock.stamp()),
+            "Stripe-Signature": sign(payload, secret, self._sandbox.clock.signing_stamp()),
         }
         started = time.perf_counter()
         status_code: int | None = None

@@ -7,7 +7,8 @@ returns and reports back with :meth:`Sandbox.record_attempt`.
 
 Time comes from :class:`Clock`: a *scheduling* clock (wall time plus the seconds added by
 "advance") drives settlement, delivery delays and retries; the *provider* clock (scheduling
-clock plus the clock-offset fault) stamps ``created`` fields and signatures.
+clock plus the clock-offset fault) stamps ``created`` fields; signatures carry wall time plus
+the offset (advancing is a way to skip waiting, the offset is the skew fault).
 
 Keys of stored objects that start with ``_`` are internal and never rendered.
 """
@@ -135,6 +136,11 @@ class Clock:
 
     def stamp(self) -> int:
         return int(self.sched() + self._sandbox.faults.clock_offset_s)
+
+    def signing_stamp(self) -> int:
+        """``t=`` of a signature: wall time plus the offset fault, never the advanced seconds,
+        so that skipping ahead in a test does not make receivers refuse deliveries."""
+        return int(self._wall() + self._sandbox.faults.clock_offset_s)
 
 
 def _missing(kind: str, ident: str, param: str | None = None) -> StripeError:

@@ -378,3 +378,15 @@ def test_resend_replays_the_same_event(
     control.flush()
     assert [e["id"] for e in receiver.events()] == [event_id, event_id]
     assert receiver.received[0]["body"] == receiver.received[1]["body"]
+
+
+def test_advancing_time_does_not_age_or_date_signatures(
+    client: stripe.StripeClient, control: SandboxControl, receiver: Receiver, endpoint: Any
+) -> None:
+    control.advance(3 * 86400)
+    client.v1.charges.create(params={"amount": 5, "currency": "usd"})
+    control.flush()
+    header = receiver.received[0]["headers"]["stripe-signature"]
+    t = int(header.split(",")[0].removeprefix("t="))
+    assert abs(t - time.time()) < 5
+    assert receiver.events()[0]["created"] >= time.time() + 3 * 86400 - 5  # provider clock moved

@@ -112,9 +112,9 @@ def render_page(
 
     ev = c.evidence
     independent = (
-        "an independent channel is required"
+        "one of them must observe the provider independently of the agent"
         if ev.independent_channel_required
-        else "no independent channel is required"
+        else "independence from the agent is not demanded"
     )
     out += [
         "## Evidence",

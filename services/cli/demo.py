@@ -1,11 +1,487 @@
-"""CLI: the `demo` commands (filled in by the issue that owns them)."""
+"""CLI: ``provely demo`` (and ``provely up``, registered from :mod:`services.cli.up`).
+
+``provely demo`` starts the embedded system (as ``provely up`` does, on free ports, in a fresh
+temporary data directory unless ``--data-dir``) and Stripe sandboxes, then plays an agent
+(:mod:`services.cli.scenarios`): by default one refund that Provely proves, showing the lifecycle
+as it happens, the conditions as evaluated and the receipt verified. ``--scenario NAME``
+(repeatable) and ``--all`` run the traps concurrently, each with its verdict and why.
+Exit 0 only when every verdict is the expected one.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import typer
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+
+    from services.cli.scenarios import Outcome, Sandbox
+    from services.cli.up import EmbeddedSystem
+
+__all__ = ["EmbeddedDemoSystem", "register"]
+
+LIFECYCLE = ("CREATED", "ACTION_STARTED", "ACTION_ACCEPTED", "OBSERVING", "PENDING")
+VERDICT_STYLE = {
+    "VERIFIED": "bold green",
+    "PENDING": "yellow",
+    "UNVERIFIABLE": "magenta",
+    "CONTRADICTED": "bold red",
+    "FAILED": "red",
+    "EXPIRED": "red",
+    "HUMAN_REVIEW": "bold magenta",
+}
+
+
+class CommandFailed(RuntimeError):
+    """An admin command run for the demo failed (the message is its error line)."""
+
+
+@dataclass
+class EmbeddedDemoSystem:
+    """The embedded system plus in-process sandboxes: the demo's launcher (a ``System``)."""
+
+    data_dir: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+    _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    _system: EmbeddedSystem | None = None
+
+    @property
+    def api_url(self) -> str:
+        assert self._system is not None
+        return self._system.api_url
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    def __enter__(self) -> EmbeddedDemoSystem:
+        from services.cli.scenarios import write_short_timing_skill
+        from services.cli.up import EmbeddedSystem, free_port
+
+        env = write_short_timing_skill(self.data_dir / "demo-skill")
+        existing = os.environ.get("PROVELY_CONTRACT_PATHS")
+        if existing:
+            env["PROVELY_CONTRACT_PATHS"] = f"{existing}:{env['PROVELY_CONTRACT_PATHS']}"
+        existing_keys = os.environ.get("PROVELY_TRUSTED_PUBLISHER_KEYS")
+        if existing_keys:
+            env["PROVELY_TRUSTED_PUBLISHER_KEYS"] = (
+                f"{existing_keys}:{env['PROVELY_TRUSTED_PUBLISHER_KEYS']}"
+            )
+        env.update(
+            {
+                "PROVELY_SWEEPER_INTERVAL_SECONDS": "0.5",
+                "PROVELY_SWEEPER_GRACE_SECONDS": "2",
+                "PROVELY_JITTER_RATIO": "0",
+                "PROVELY_LOG_JSON": "true",
+            }
+        )
+        env.update(self.extra_env)
+        self._system = EmbeddedSystem(
+            data_dir=self.data_dir,
+            port=free_port(),
+            env=env,
+            log_dir=self.log_dir,
+            echo=lambda _line: None,
+        )
+        self._stack.enter_context(self._system)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def cli(self, args: Sequence[str]) -> str:
+        from services.cli.up import provely_argv
+
+        assert self._system is not None
+        run = subprocess.run(
+            provely_argv(*args),
+            env=self._system.child_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if run.returncode != 0:
+            lines = (run.stderr or run.stdout).strip().splitlines()
+            raise CommandFailed(
+                f"provely {args[0]} {args[1] if len(args) > 1 else ''} failed: "
+                + (lines[-1] if lines else f"exit {run.returncode}")
+            )
+        return run.stdout
+
+    def new_sandbox(self) -> Sandbox:
+        from services.cli.scenarios import DEFAULT_SANDBOX_OPTIONS, Sandbox
+        from services.sandbox.runner import run_sandbox
+
+        running = self._stack.enter_context(run_sandbox(**DEFAULT_SANDBOX_OPTIONS))
+        return Sandbox(base_url=running.base_url, api_key=running.api_key)
+
+    def log_tail(self, lines: int = 15) -> str:
+        chunks = []
+        for path in sorted(self.log_dir.glob("*.log")):
+            text = path.read_text("utf-8", errors="replace").splitlines()[-lines:]
+            chunks.append(f"--- {path.name}\n" + "\n".join(text))
+        return "\n".join(chunks)
+
+
+# --------------------------------------------------------------------------------------------
+# Display
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Row:
+    name: str
+    title: str
+    expected: str
+    started: float = field(default_factory=time.monotonic)
+    op: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+    notes: list[tuple[float, str]] = field(default_factory=list)
+    states: list[str] = field(default_factory=list)
+    outcome: Outcome | None = None
+
+
+class _Board:
+    """What the live display shows; updated by the scenario engine's progress sink."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        from services.cli.scenarios import SCENARIOS
+
+        self.started = time.monotonic()
+        self.rows = {
+            n: _Row(
+                n,
+                SCENARIOS[n].title,
+                f"{SCENARIOS[n].expected.verdict} ({SCENARIOS[n].expected.reason})",
+            )
+            for n in names
+        }
+
+    def sink(self, name: str, update: Mapping[str, Any]) -> None:
+        row = self.rows[name]
+        if "note" in update:
+            row.note = str(update["note"])
+            row.notes.append((time.monotonic() - self.started, row.note))
+        if "op" in update:
+            row.op = dict(update["op"])
+            state = str(row.op.get("state"))
+            if not row.states or row.states[-1] != state:
+                row.states.append(state)
+        if "done" in update:
+            row.outcome = update["done"]
+
+    # ---------------------------------------------------------------- renderables
+    def lifecycle(self, row: _Row) -> RenderableType:
+        from rich.text import Text
+
+        text = Text()
+        current = row.op.get("state")
+        reached = LIFECYCLE.index(current) if current in LIFECYCLE else -1
+        final_state = current if current not in LIFECYCLE and current else None
+        if final_state:
+            reached = len(LIFECYCLE)
+        for i, state in enumerate(LIFECYCLE):
+            seen = i <= reached
+            style = "bold cyan" if i == reached else ("green" if seen else "dim")
+            text.append(("✔ " if seen and i != reached else "") + state, style=style)
+            text.append(" → ", style="dim")
+        if final_state:
+            text.append(str(final_state), style=VERDICT_STYLE.get(str(final_state), "bold"))
+        else:
+            text.append("final", style="dim")
+        verdict = row.op.get("verdict")
+        if verdict:
+            text.append(f"\nverdict {verdict}", style=VERDICT_STYLE.get(str(verdict), "bold"))
+            text.append(f"  reason {row.op.get('reason')}  final={row.op.get('final')}")
+        return text
+
+    def single(self) -> RenderableType:
+        from rich.console import Group
+        from rich.panel import Panel
+        from rich.text import Text
+
+        row = next(iter(self.rows.values()))
+        notes = Text()
+        for at, note in row.notes[-8:]:
+            notes.append(f"{at:6.1f}s  ", style="dim")
+            notes.append(note + "\n")
+        return Panel(
+            Group(self.lifecycle(row), Text(""), notes),
+            title=f"[bold]{row.title}[/] — stripe.refund.succeeded",
+            subtitle=f"{time.monotonic() - self.started:.1f}s",
+        )
+
+    def table(self) -> RenderableType:
+        from rich.table import Table
+
+        table = Table(title="Provely demo: the traps", expand=True)
+        table.add_column("scenario")
+        table.add_column("expected")
+        table.add_column("now")
+        table.add_column("s", justify="right")
+        table.add_column("")
+        for row in self.rows.values():
+            op = row.op
+            now = (
+                f"{op.get('state')} · {op.get('verdict')} ({op.get('reason')})" if op else row.note
+            )
+            mark = ""
+            elapsed = time.monotonic() - row.started
+            if row.outcome is not None:
+                mark = "[green]✔[/]" if row.outcome.ok else "[red]✘[/]"
+                elapsed = row.outcome.elapsed_s
+            table.add_row(row.name, row.expected, now, f"{elapsed:.1f}", mark)
+        return table
+
+
+def _conditions_table(op: Mapping[str, Any]) -> RenderableType:
+    from rich.table import Table
+
+    table = Table(title="conditions as evaluated", expand=True)
+    for column in ("condition", "kind", "holds", "observed", "expected"):
+        table.add_column(column)
+    for c in op.get("conditions") or []:
+        holds = c.get("holds")
+        mark = {True: "[green]true[/]", False: "[red]false[/]", None: "[yellow]unknown[/]"}
+        table.add_row(
+            str(c.get("id")),
+            str(c.get("kind")),
+            mark.get(holds, str(holds)),
+            json.dumps(c.get("observed")),
+            json.dumps(c.get("expected")),
+        )
+    return table
+
+
+def _evidence_table(op: Mapping[str, Any]) -> RenderableType:
+    from rich.table import Table
+
+    table = Table(title="evidence", expand=True)
+    for column in ("channel", "level", "status", "observed at"):
+        table.add_column(column)
+    for e in op.get("evidence") or []:
+        table.add_row(
+            str(e.get("channel")),
+            str(e.get("level")),
+            str(e.get("status")),
+            str(e.get("observed_at")),
+        )
+    return table
+
+
+def _timeline_text(outcome: Outcome) -> str:
+    steps: list[str] = []
+    for item in outcome.timeline:
+        to_state = item.get("to_state") or (item.get("transition") or {}).get("to_state")
+        if to_state and (not steps or steps[-1] != to_state):
+            steps.append(str(to_state))
+    if not steps:
+        steps = [s for s, _, _ in outcome.seen]
+    return " → ".join(dict.fromkeys(steps)) if steps else ""
+
+
+def _print_single(console: Console, outcome: Outcome) -> None:
+    op = outcome.operation or {}
+    if op:
+        console.print(_conditions_table(op))
+        console.print(_evidence_table(op))
+    line = _timeline_text(outcome)
+    if line:
+        console.print(f"lifecycle: {line}")
+    _print_verdict(console, outcome)
+
+
+def _print_verdict(console: Console, outcome: Outcome) -> None:
+    op = outcome.operation or {}
+    verdict = op.get("verdict")
+    style = VERDICT_STYLE.get(str(verdict), "bold")
+    console.print(
+        f"[bold]{outcome.scenario}[/]: [{style}]{verdict}[/] ({op.get('reason')}), "
+        f"state {op.get('state')}, final={op.get('final')} — {outcome.why}"
+    )
+    if outcome.receipt is not None:
+        mark = (
+            "[green]receipt verified[/]" if outcome.receipt_ok else "[red]receipt NOT verified[/]"
+        )
+        console.print(f"  {mark}: {outcome.receipt}")
+    if outcome.ok:
+        console.print(f"  [green]✔ as expected[/] ({outcome.elapsed_s:.1f} s)")
+    else:
+        console.print(f"  [red]✘ {outcome.error}[/]")
+
+
+def _print_summary(console: Console, outcomes: Sequence[Outcome]) -> None:
+    from rich.table import Table
+
+    table = Table(title="verdicts and why", expand=True, show_lines=True)
+    for column in ("scenario", "verdict", "why", "receipt", ""):
+        table.add_column(column)
+    for o in outcomes:
+        op = o.operation or {}
+        verdict = op.get("verdict")
+        style = VERDICT_STYLE.get(str(verdict), "bold")
+        table.add_row(
+            o.scenario,
+            f"[{style}]{verdict}[/]\n{op.get('state')}",
+            o.why if o.ok else f"{o.why}\n[red]{o.error}[/]",
+            "—" if o.receipt_ok is None else ("[green]valid[/]" if o.receipt_ok else "[red]no[/]"),
+            "[green]✔[/]" if o.ok else "[red]✘[/]",
+        )
+    console.print(table)
+
+
+def _outcome_json(o: Outcome) -> dict[str, Any]:
+    op = o.operation or {}
+    return {
+        "scenario": o.scenario,
+        "ok": o.ok,
+        "expected": {
+            "verdict": o.expected.verdict,
+            "reason": o.expected.reason,
+            "state": o.expected.state,
+            "final": o.expected.final,
+        },
+        "operation_id": op.get("id"),
+        "verdict": op.get("verdict"),
+        "reason": op.get("reason"),
+        "state": op.get("state"),
+        "final": op.get("final"),
+        "why": o.why,
+        "receipt_verified": o.receipt_ok,
+        "receipt": o.receipt,
+        "seen": [list(s) for s in o.seen],
+        "error": o.error,
+        "elapsed_s": round(o.elapsed_s, 2),
+    }
+
+
+@contextlib.contextmanager
+def _data_dir(given: Path | None, keep: bool) -> Iterator[Path]:
+    if given is not None:
+        given.mkdir(parents=True, exist_ok=True)
+        yield given
+        return
+    directory = Path(tempfile.mkdtemp(prefix="provely-demo-"))
+    try:
+        yield directory
+    finally:
+        if not keep:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def demo(
+    scenario: list[str] | None = typer.Option(
+        None, "--scenario", "-s", help="Scenario to run (repeatable); default: refund."
+    ),
+    run_all: bool = typer.Option(False, "--all", help="Run every scenario (the traps)."),
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="Keep the system's files here (default: a fresh temp dir)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the outcomes as JSON."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the temporary data dir and logs."),
+    list_only: bool = typer.Option(False, "--list", help="List the scenarios and exit."),
+) -> None:
+    """Prove a refund end to end on this machine (embedded system + Stripe sandbox)."""
+    from rich.console import Console
+
+    from services.cli.scenarios import SCENARIOS
+    from services.cli.up import SupervisorError
+
+    console = Console(stderr=as_json)
+    if list_only:
+        for s in SCENARIOS.values():
+            typer.echo(f"{s.name:22} {s.expected.verdict:13} {s.story}")
+        return
+    names = list(SCENARIOS) if run_all else list(dict.fromkeys(scenario or ["refund"]))
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        typer.echo(
+            f"error: unknown scenario {', '.join(unknown)} (one of: {', '.join(SCENARIOS)})",
+            err=True,
+        )
+        raise typer.Exit(2)
+    started = time.monotonic()
+    board = _Board(names)
+    single = len(names) == 1
+    with _data_dir(data_dir, keep) as directory:
+        console.print(f"[dim]starting Provely (embedded: SQLite + local broker) in {directory}[/]")
+        system = EmbeddedDemoSystem(directory)
+        try:
+            with system:
+                console.print(
+                    f"[dim]Provely API on {system.api_url}; services up in "
+                    f"{time.monotonic() - started:.1f} s[/]"
+                )
+                outcomes = _run_live(console, board, names, system, single, as_json)
+                if not all(o.ok for o in outcomes) and not as_json:
+                    console.print("[dim]service logs (last lines):[/]")
+                    console.print(system.log_tail(), markup=False, highlight=False)
+        except (SupervisorError, CommandFailed, OSError, RuntimeError) as exc:
+            typer.echo(f"error: the demo could not run: {exc}", err=True)
+            if system.log_dir.is_dir():
+                typer.echo(system.log_tail(), err=True)
+            raise typer.Exit(1) from None
+    wall = time.monotonic() - started
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "ok": all(o.ok for o in outcomes),
+                    "wall_s": round(wall, 1),
+                    "outcomes": [_outcome_json(o) for o in outcomes],
+                },
+                indent=2,
+            )
+        )
+    else:
+        if single:
+            _print_single(console, outcomes[0])
+        else:
+            _print_summary(console, outcomes)
+        passed = sum(o.ok for o in outcomes)
+        console.print(
+            f"{passed}/{len(outcomes)} scenarios reached their expected verdict "
+            f"in {wall:.1f} s wall time"
+        )
+    if not all(o.ok for o in outcomes):
+        raise typer.Exit(1)
+
+
+def _run_live(
+    console: Console,
+    board: _Board,
+    names: Sequence[str],
+    system: EmbeddedDemoSystem,
+    single: bool,
+    as_json: bool,
+) -> list[Outcome]:
+    from rich.live import Live
+
+    from services.cli.scenarios import run_scenarios
+
+    render = board.single if single else board.table
+    if as_json:
+        return asyncio.run(run_scenarios(names, system, board.sink))
+    with Live(get_renderable=render, console=console, refresh_per_second=8, transient=False):
+        return asyncio.run(run_scenarios(names, system, board.sink))
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app."""
+    """Add ``demo`` and ``up`` to the root app."""
+    from services.cli import up
+
+    app.command("demo")(demo)
+    up.register(app)

@@ -243,8 +243,6 @@ class _ContractLinter:
             self.err("id", "must be dotted lower-case words such as provider.object.level")
         if not self.c.provider_api_versions:
             self.err("provider_api_versions", "name at least one provider API version")
-        if not self.c.id.startswith(self.c.skill.provider + "."):
-            self.err("id", f"must start with the skill's provider {self.c.skill.provider!r}")
 
     def _inputs(self) -> None:
         for name, spec in self.c.input.items():

@@ -495,7 +495,8 @@ def _link(
     assurance: str,
     now: datetime,
 ) -> bool:
-    """Write the link; True when it is new. A weak link never replaces a strong one."""
+    """Write the link; True when it is new, or a weak link became strong (a weak link never
+    replaces a strong one)."""
     stmt = (
         _insert(session, OperationEvent)
         .values(
@@ -509,19 +510,21 @@ def _link(
         .on_conflict_do_nothing(index_elements=["operation_id", "event_pk"])
         .returning(OperationEvent.id)
     )
-    created = session.execute(stmt).scalar_one_or_none() is not None
-    if not created and assurance == STRONG:
-        session.execute(
-            update(OperationEvent)
-            .where(
-                OperationEvent.operation_id == operation.id,
-                OperationEvent.event_pk == event_pk,
-                OperationEvent.assurance == WEAK,
-            )
-            .values(strategy=strategy, assurance=STRONG)
-            .execution_options(synchronize_session=False)
+    if session.execute(stmt).scalar_one_or_none() is not None:
+        return True
+    if assurance != STRONG:
+        return False
+    upgraded = session.execute(
+        update(OperationEvent)
+        .where(
+            OperationEvent.operation_id == operation.id,
+            OperationEvent.event_pk == event_pk,
+            OperationEvent.assurance == WEAK,
         )
-    return created
+        .values(strategy=strategy, assurance=STRONG)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(upgraded.rowcount)  # type: ignore[attr-defined]
 
 
 def _learn_subject(

@@ -120,12 +120,15 @@ def settings(migrated_postgres_url: str, redis_url: str, tmp_path: Path) -> Sett
     )
 
 
-@pytest.fixture
-def celery_to_test_broker(settings: Settings) -> None:
-    """Point the shared Celery app at this test's Redis database (wakes are sent there)."""
+@pytest.fixture(scope="session")
+def celery_to_test_broker(redis_url: str) -> None:
+    """Point the shared Celery app at the session's Redis database (wakes are sent there).
+
+    Once per session: the broker URL does not change, and reconfiguring closes live pools.
+    """
     from shared import celery_app
 
-    celery_app.configure(celery_app.app, settings)
+    celery_app.configure(celery_app.app, Settings(broker_url=redis_url))
 
 
 @pytest.fixture

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from services.cli.main import app
@@ -71,3 +73,56 @@ def test_list() -> None:
         ["stripe.refund.created", "1.0.0"],
         ["stripe.refund.succeeded", "1.0.0"],
     ]
+
+
+@pytest.fixture
+def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Settings and registry caches cleared before and after (they are read from the env)."""
+    from shared.registry import get_registry
+    from shared.settings import get_settings
+
+    get_settings.cache_clear()
+    get_registry.cache_clear()
+    yield
+    monkeypatch.undo()
+    get_settings.cache_clear()
+    get_registry.cache_clear()
+
+
+def test_registry_failure_is_a_clear_message_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_registry: None
+) -> None:
+    loose = tmp_path / "mine.yaml"
+    loose.write_bytes(SUCCEEDED.read_bytes())
+    monkeypatch.setenv("PROVELY_CONTRACT_PATHS", str(tmp_path))
+    for args in (
+        ["list"],
+        ["show", "stripe.refund.succeeded"],
+        ["render", "stripe.refund.created"],
+    ):
+        result = runner.invoke(app, ["contracts", *args])
+        assert result.exit_code == 1
+        assert f"{loose}: not listed in a signed skill manifest" in result.output
+        assert "error: contracts could not be loaded" in result.output
+        assert "Traceback" not in result.output
+
+
+def test_allow_unsigned_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_registry: None
+) -> None:
+    data = contract_data(SUCCEEDED)
+    data["version"] = "1.2.0"
+    (tmp_path / "mine.json").write_text(json.dumps(data, default=str))
+    monkeypatch.setenv("PROVELY_CONTRACT_PATHS", str(tmp_path))
+    monkeypatch.setenv("PROVELY_ALLOW_UNSIGNED_SKILLS", "true")
+    result = runner.invoke(app, ["contracts", "show", "stripe.refund.succeeded"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["version"] == "1.2.0"
+    assert doc["loaded"]["certification"] == "unsigned"
+    result = runner.invoke(app, ["contracts", "render", "stripe.refund.succeeded"])
+    assert "| Certification | Unsigned |" in result.stdout
+    result = runner.invoke(
+        app, ["contracts", "show", "stripe.refund.succeeded", "--version", "1.0.0"]
+    )
+    assert json.loads(result.stdout)["loaded"]["certification"] == "community"

@@ -480,8 +480,9 @@ def _run_live(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``demo`` and ``up`` to the root app."""
-    from services.cli import up
+    """Add ``demo``, ``up`` and ``config`` to the root app."""
+    from services.cli import config, up
 
     app.command("demo")(demo)
     up.register(app)
+    config.register(app)

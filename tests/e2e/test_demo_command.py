@@ -1,0 +1,70 @@
+"""``provely demo`` as a user runs it: the embedded system, no server, a verified receipt."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from services.cli.scenarios import SCENARIOS
+from services.cli.up import provely_argv
+
+pytestmark = pytest.mark.e2e
+
+
+def _run_demo(*args: str, timeout: float) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    run = subprocess.run(
+        provely_argv("demo", "--json", *args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return run, time.monotonic() - started
+
+
+def test_demo_proves_a_refund_with_a_verified_receipt() -> None:
+    run, wall = _run_demo(timeout=180)
+    assert run.returncode == 0, run.stderr[-4000:] + run.stdout[-2000:]
+    report = json.loads(run.stdout)
+    assert report["ok"] is True
+    (outcome,) = report["outcomes"]
+    assert outcome["scenario"] == "refund"
+    assert outcome["verdict"] == "VERIFIED"
+    assert outcome["state"] == "VERIFIED"
+    assert outcome["final"] is True
+    assert outcome["receipt_verified"] is True
+    assert outcome["receipt"].startswith("valid")
+    states = [seen[0] for seen in outcome["seen"]]
+    assert states[0] == "CREATED"
+    assert states[-1] == "VERIFIED"
+    assert wall < 180
+
+
+def test_demo_all_reaches_every_expected_verdict() -> None:
+    run, wall = _run_demo("--all", timeout=180)
+    assert run.returncode == 0, run.stderr[-4000:] + run.stdout[-2000:]
+    report = json.loads(run.stdout)
+    assert report["ok"] is True
+    assert {o["scenario"] for o in report["outcomes"]} == set(SCENARIOS)
+    for o in report["outcomes"]:
+        assert o["ok"], o
+        assert o["verdict"] == o["expected"]["verdict"], o
+        assert o["reason"] == o["expected"]["reason"], o
+    assert wall < 180
+
+
+def test_demo_refuses_an_unknown_scenario_without_a_traceback() -> None:
+    run = subprocess.run(
+        provely_argv("demo", "--scenario", "nope"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 2
+    assert "unknown scenario nope" in run.stderr
+    assert "Traceback" not in run.stderr

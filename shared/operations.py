@@ -36,6 +36,7 @@ from shared.core.state_machine import transition
 from shared.core.types import Decision, OperationFacts, OperationState
 from shared.db.models import CustomContract, Operation
 from shared.registry import get_registry
+from shared.settings import Settings
 
 __all__ = [
     "ContractMismatch",
@@ -175,10 +176,12 @@ def change_state(
     now: datetime,
     details: dict[str, Any] | None = None,
     changes: Mapping[str, Any] | None = None,
+    settings: Settings | None = None,
 ) -> bool:
     """Move ``op`` to ``to_state`` with its verdict, fenced by ``op.version``.
 
-    ``changes`` are other columns written by the same fenced UPDATE (e.g. the action report).
+    ``changes`` are other columns written by the same fenced UPDATE (e.g. the action report);
+    ``settings`` go to the receipt signer (default: the process settings).
     Raises ``IllegalTransition`` when the lifecycle forbids the change. Returns False when the
     row changed underneath (another writer won); nothing is written then. A transition row is
     appended whenever the state, the verdict or the reason changes.
@@ -232,7 +235,7 @@ def change_state(
     if final and verdict is not None:
         from shared.receipts import issue_receipt
 
-        issue_receipt(session, op, now=now)
+        issue_receipt(session, op, now=now, settings=settings)
     return True
 
 

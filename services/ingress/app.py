@@ -1,0 +1,167 @@
+"""The HTTP ingress: the agent API (``/v1/operations``, ``/v1/contracts``), webhook intake
+(``/v1/events/…``, see ``webhooks``), health and the OpenAPI document.
+
+``create_app(settings)`` wires it: the engine from the settings' database, the Celery broker
+the observe messages go to, a body-size limit enforced while the body is read (413 without
+buffering more than the limit), and one set of exception handlers that answer every error as
+RFC 9457 problem+json.
+
+Run it with ``provely serve ingress`` or ``uvicorn --factory services.ingress.app:create_app``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.ingress import contracts, operations, webhooks
+from services.ingress.problems import Problem, install_problem_handlers, problem_response
+from services.ingress.schemas import Health
+from shared.settings import Settings, get_settings
+
+__all__ = ["BodyLimit", "create_app"]
+
+WEBHOOK_PREFIX = "/v1/events/"
+
+
+class BodyLimit:
+    """Refuse request bodies over ``limit`` bytes with 413, counting while they are read.
+
+    A declared ``Content-Length`` over the limit is refused before anything is read; a chunked
+    body is cut off as soon as it passes the limit. Webhook paths keep their own limit.
+    """
+
+    def __init__(self, app: ASGIApp, *, limit: int, skip_prefix: str = WEBHOOK_PREFIX) -> None:
+        self.app = app
+        self.limit = limit
+        self.skip_prefix = skip_prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith(self.skip_prefix):
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = -1
+                if declared < 0 or declared > self.limit:
+                    response = problem_response(
+                        413 if declared > self.limit else 400,
+                        "body-too-large" if declared > self.limit else "bad-request",
+                        f"the body is larger than {self.limit} bytes"
+                        if declared > self.limit
+                        else "invalid Content-Length",
+                        instance=scope["path"],
+                    )
+                    await response(scope, receive, send)
+                    return
+        received = 0
+        limit = self.limit
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise StarletteHTTPException(413, f"the body is larger than {limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(
+        title=app.title,
+        version=app.version,
+        description=app.description,
+        routes=app.routes,
+    )
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+    for name, definition in problem.pop("$defs", {}).items():
+        components.setdefault(name, definition)
+    components["Problem"] = problem
+    app.openapi_schema = schema
+    return schema
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The ingress application for ``settings`` (default: the process settings)."""
+    from shared.db.session import get_engine
+    from shared.secrets import check_secret_key
+
+    settings = settings or get_settings()
+    check_secret_key(settings)  # fail fast: production must configure the key
+    engine = get_engine(settings.resolved_database_url())
+
+    from shared import celery_app
+
+    celery_app.configure(celery_app.app, settings)
+
+    app = FastAPI(
+        title="Provely",
+        version="0.1.0",
+        description=(
+            "Proves that a side effect really happened at a provider. Create an operation bound "
+            "to a completion contract, perform the action with the operation id as idempotency "
+            "key, report the result, then read the verdict."
+        ),
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    install_problem_handlers(app)
+    app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes)
+    app.include_router(operations.router)
+    app.include_router(contracts.router)
+    app.include_router(webhooks.router)
+
+    @app.get("/healthz", response_model=Health, tags=["health"], summary="The process is up")
+    def healthz() -> Health:
+        return Health(status="ok")
+
+    @app.get(
+        "/readyz",
+        response_model=Health,
+        tags=["health"],
+        summary="The database and the broker are reachable",
+        responses={503: {"model": Health, "description": "A dependency is unreachable."}},
+    )
+    def readyz(request: Request) -> Any:
+        checks = {"database": _check_database(request), "broker": _check_broker()}
+        ready = all(v == "ok" for v in checks.values())
+        body = Health(status="ok" if ready else "unavailable", checks=checks)
+        return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _check_database(request: Request) -> str:
+    try:
+        with request.app.state.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as exc:
+        return f"unreachable: {type(exc).__name__}"
+    return "ok"
+
+
+def _check_broker() -> str:
+    try:
+        from shared.celery_app import app as celery
+
+        with celery.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, interval_start=0, timeout=2)
+    except Exception as exc:
+        return f"unreachable: {type(exc).__name__}"
+    return "ok"

@@ -1,0 +1,220 @@
+"""``/v1/operations``: create operations, report actions, read verdicts, verify, review."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Path, Query, Request, Response
+from sqlalchemy import and_, or_, select
+
+from services.ingress.actions import (
+    Scheduled,
+    create_operation,
+    load_operation,
+    record_action,
+    record_review,
+    request_verification,
+)
+from services.ingress.deps import AdminCaller, Caller, app_engine, app_settings, now, transaction
+from services.ingress.problems import ApiError, FieldProblem, error_responses
+from services.ingress.schemas import (
+    ActionReportIn,
+    CreateOperationIn,
+    OperationList,
+    OperationOut,
+    ReviewIn,
+    Timeline,
+)
+from services.ingress.views import operation_view, timeline_view
+from shared.core.types import OperationState
+from shared.db.models import Operation
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/operations", tags=["operations"])
+
+OperationId = Annotated[str, Path(max_length=64, description="The operation id (op_…).")]
+
+
+def _dispatch(operation_id: str, scheduled: Scheduled) -> None:
+    """Send the observe message after commit; the stored schedule is the record."""
+    if scheduled.fence is None:
+        return
+    from shared.scheduling import dispatch_observe
+
+    dispatch_observe(operation_id, scheduled.fence, countdown_s=scheduled.countdown_s)
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=OperationOut,
+    responses={
+        200: {"model": OperationOut, "description": "Replayed: same Idempotency-Key and body."},
+        **error_responses(400, 401, 409, 413, 422),
+    },
+    summary="Create an operation bound to a contract",
+)
+def create(
+    request: Request,
+    response: Response,
+    body: CreateOperationIn,
+    who: Caller,
+    idempotency_key: Annotated[
+        str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)
+    ] = None,
+) -> OperationOut:
+    settings = app_settings(request)
+    with transaction(app_engine(request)) as session:
+        created = create_operation(
+            session,
+            workspace_id=who.workspace_id,
+            body=body,
+            idempotency_key=idempotency_key,
+            settings=settings,
+            now=now(),
+        )
+        view = operation_view(session, created.operation)
+    response.status_code = 201 if created.new else 200
+    response.headers["Location"] = f"/v1/operations/{view.id}"
+    return view
+
+
+@router.post(
+    "/{operation_id}/action",
+    response_model=OperationOut,
+    responses=error_responses(400, 401, 404, 409, 413, 422),
+    summary="Report the action: started, its result, or its error",
+)
+def report_action(
+    request: Request, operation_id: OperationId, body: ActionReportIn, who: Caller
+) -> OperationOut:
+    settings = app_settings(request)
+    with transaction(app_engine(request)) as session:
+        op = load_operation(session, who.workspace_id, operation_id, for_update=True)
+        scheduled = record_action(session, op, body, settings=settings, now=now())
+        view = operation_view(session, op)
+    _dispatch(op.id, scheduled)
+    return view
+
+
+@router.get(
+    "/{operation_id}",
+    response_model=OperationOut,
+    responses=error_responses(401, 404),
+    summary="Read an operation: state, verdict, retry guidance, evidence",
+)
+def get_operation(request: Request, operation_id: OperationId, who: Caller) -> OperationOut:
+    with transaction(app_engine(request)) as session:
+        op = load_operation(session, who.workspace_id, operation_id)
+        return operation_view(session, op)
+
+
+def _encode_cursor(op: Operation) -> str:
+    raw = json.dumps([op.created_at.isoformat(), op.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created, op_id = json.loads(raw)
+        when = datetime.fromisoformat(created)
+        if when.tzinfo is None or not isinstance(op_id, str):
+            raise ValueError
+        return when, op_id
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise ApiError(
+            422,
+            "invalid-request",
+            "cursor is not one this API returned",
+            errors=[FieldProblem(field="query.cursor", message="is not a valid cursor")],
+        ) from None
+
+
+@router.get(
+    "",
+    response_model=OperationList,
+    responses=error_responses(401, 422),
+    summary="List operations, newest first (cursor pagination)",
+)
+def list_operations(
+    request: Request,
+    who: Caller,
+    state: Annotated[OperationState | None, Query()] = None,
+    contract: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(max_length=500)] = None,
+) -> OperationList:
+    query = select(Operation).where(Operation.workspace_id == who.workspace_id)
+    if state is not None:
+        query = query.where(Operation.state == state.value)
+    if contract is not None:
+        query = query.where(Operation.contract_id == contract)
+    if cursor is not None:
+        created, op_id = _decode_cursor(cursor)
+        query = query.where(
+            or_(
+                Operation.created_at < created,
+                and_(Operation.created_at == created, Operation.id < op_id),
+            )
+        )
+    query = query.order_by(Operation.created_at.desc(), Operation.id.desc()).limit(limit + 1)
+    with transaction(app_engine(request)) as session:
+        rows = list(session.execute(query).scalars())
+        page = rows[:limit]
+        return OperationList(
+            data=[operation_view(session, op) for op in page],
+            next_cursor=_encode_cursor(page[-1]) if len(rows) > limit else None,
+        )
+
+
+@router.get(
+    "/{operation_id}/timeline",
+    response_model=Timeline,
+    response_model_exclude_none=True,
+    responses=error_responses(401, 404),
+    summary="Transitions, observations and correlated events, in order",
+)
+def get_timeline(request: Request, operation_id: OperationId, who: Caller) -> Timeline:
+    with transaction(app_engine(request)) as session:
+        op = load_operation(session, who.workspace_id, operation_id)
+        return timeline_view(session, op)
+
+
+@router.post(
+    "/{operation_id}/verify",
+    status_code=202,
+    response_model=OperationOut,
+    responses=error_responses(401, 404, 409),
+    summary="Retry the verification now (only where the retry table allows it)",
+)
+def verify(request: Request, operation_id: OperationId, who: Caller) -> OperationOut:
+    with transaction(app_engine(request)) as session:
+        op = load_operation(session, who.workspace_id, operation_id, for_update=True)
+        scheduled = request_verification(session, op, now=now())
+        view = operation_view(session, op)
+    _dispatch(op.id, scheduled)
+    return view
+
+
+@router.post(
+    "/{operation_id}/review",
+    response_model=OperationOut,
+    responses=error_responses(400, 401, 403, 404, 409, 413, 422),
+    summary="Resolve HUMAN_REVIEW with a verdict and a note (admin scope)",
+)
+def review(
+    request: Request,
+    operation_id: OperationId,
+    body: ReviewIn,
+    who: AdminCaller,
+) -> OperationOut:
+    with transaction(app_engine(request)) as session:
+        op = load_operation(session, who.workspace_id, operation_id, for_update=True)
+        record_review(session, op, body, reviewer_key_id=who.key_id, now=now())
+        return operation_view(session, op)

@@ -1,0 +1,275 @@
+"""How stored rows are shown: the operation resource and its timeline."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from services.ingress.schemas import (
+    ActionOut,
+    ConditionOut,
+    ContractRef,
+    CorrelationOut,
+    EvidenceOut,
+    OperationOut,
+    RetryOut,
+    ReviewOut,
+    SubjectOut,
+    Timeline,
+    TimelineEntry,
+)
+from shared.core.contract import Contract
+from shared.core.engine import correlation_keys
+from shared.core.retry import retry_guidance
+from shared.core.types import OperationState, Verdict
+from shared.db.models import Event, Observation, Operation, OperationEvent, Receipt, Transition
+from shared.operations import ContractNotFound, contract_for, facts_for
+from shared.registry import RegistryError
+
+__all__ = ["operation_view", "receipt_url", "timeline_view"]
+
+
+def _contract(session: Session, op: Operation) -> Contract | None:
+    try:
+        return contract_for(session, op)
+    except (ContractNotFound, RegistryError):
+        return None
+
+
+def _correlation(op: Operation, contract: Contract | None) -> list[CorrelationOut]:
+    decision = op.decision or {}
+    stored = decision.get("correlation")
+    if isinstance(stored, list) and stored:
+        return [
+            CorrelationOut(
+                strategy=str(item.get("strategy")),
+                assurance=str(item.get("assurance")),
+                value=item.get("value"),
+            )
+            for item in stored
+            if isinstance(item, dict)
+        ]
+    if contract is None:
+        return []
+    known = correlation_keys(contract, facts_for(op))
+    found: list[CorrelationOut] = []
+    for strategy in contract.correlation:
+        values = {k.name: known[k.name] for k in strategy.keys if k.name in known}
+        if len(values) != len(strategy.keys):
+            continue
+        value: Any = next(iter(values.values())) if len(values) == 1 else values
+        found.append(
+            CorrelationOut(strategy=strategy.strategy, assurance=strategy.assurance, value=value)
+        )
+    return found
+
+
+def _conditions(decision: dict[str, Any]) -> list[ConditionOut]:
+    found: list[ConditionOut] = []
+    for item in decision.get("conditions") or ():
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            continue
+        holds = item.get("holds")
+        found.append(
+            ConditionOut(
+                id=item["id"],
+                kind=str(item.get("kind", "")),
+                holds=holds if isinstance(holds, bool) else None,
+                observed=item.get("observed"),
+                expected=item.get("expected"),
+                note=item.get("note") if isinstance(item.get("note"), str) else None,
+            )
+        )
+    return found
+
+
+def _time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return None
+
+
+def _evidence(decision: dict[str, Any]) -> list[EvidenceOut]:
+    found: list[EvidenceOut] = []
+    for item in decision.get("evidence") or ():
+        if not isinstance(item, dict):
+            continue
+        fresh, used = item.get("fresh"), item.get("used")
+        found.append(
+            EvidenceOut(
+                channel=str(item.get("channel")),
+                level=str(item.get("level")),
+                status=str(item.get("status")),
+                observed_at=_time(item.get("observed_at")),
+                provider_timestamp=_time(item.get("provider_timestamp")),
+                fresh=fresh if isinstance(fresh, bool) else None,
+                used=used if isinstance(used, bool) else None,
+            )
+        )
+    return found
+
+
+def receipt_url(session: Session, op: Operation) -> str | None:
+    if not op.final:
+        return None
+    found = session.execute(
+        select(Receipt.id).where(Receipt.operation_id == op.id, Receipt.current.is_(True)).limit(1)
+    ).first()
+    return f"/v1/operations/{op.id}/receipt" if found is not None else None
+
+
+def _review(op: Operation) -> ReviewOut | None:
+    review = op.review
+    if not isinstance(review, dict):
+        return None
+    reviewed_at = _time(review.get("reviewed_at"))
+    if reviewed_at is None:
+        return None
+    return ReviewOut(
+        verdict=str(review.get("verdict")),
+        note=str(review.get("note")),
+        reviewed_at=reviewed_at,
+        reviewed_by=str(review.get("reviewed_by")),
+    )
+
+
+def operation_view(session: Session, op: Operation) -> OperationOut:
+    """The operation resource of ``GET /v1/operations/{id}``."""
+    contract = _contract(session, op)
+    decision: dict[str, Any] = op.decision or {}
+    verdict = op.verdict or Verdict.PENDING.value
+    guidance = retry_guidance(verdict, op.reason, op.state)
+    review = _review(op)
+    claimable = (op.verdict == Verdict.VERIFIED and op.state == OperationState.VERIFIED) or (
+        op.state == OperationState.HUMAN_REVIEW
+        and review is not None
+        and review.verdict == Verdict.VERIFIED
+    )
+    subject_id = op.subject_id if op.subject_id is not None else decision.get("subject_id")
+    explanation = decision.get("explanation")
+    return OperationOut(
+        id=op.id,
+        workspace_id=op.workspace_id,
+        contract=ContractRef(
+            id=op.contract_id,
+            version=op.contract_version,
+            hash=op.contract_hash,
+            completion_level=op.completion_level,
+        ),
+        state=op.state,
+        verdict=op.verdict,
+        reason=op.reason,
+        class_=op.verdict_class,
+        final=op.final,
+        safe_to_claim_complete=claimable,
+        retry=RetryOut(
+            action=guidance.action,
+            verification=guidance.verification,
+            decided_by=guidance.decided_by,
+        ),
+        explanation=explanation if isinstance(explanation, str) else None,
+        created_at=op.created_at,
+        updated_at=op.updated_at,
+        attempts=op.attempts,
+        next_observation_at=None if op.final else op.next_observation_at,
+        deadline=op.deadline,
+        action=ActionOut(
+            phase=op.action_phase,
+            http_status=op.action_http_status,
+            reported_at=op.action_reported_at,
+            report_deadline=op.action_deadline,
+        ),
+        subject=SubjectOut(
+            type=contract.subject.type if contract else "",
+            key=contract.subject.identity.key if contract else "",
+            id=None if subject_id is None else str(subject_id),
+        ),
+        correlation=_correlation(op, contract),
+        conditions=_conditions(decision),
+        evidence=_evidence(decision),
+        receipt_url=receipt_url(session, op),
+        review=review,
+        input=op.input or {},
+        metadata=op.metadata_,
+    )
+
+
+def timeline_view(session: Session, op: Operation) -> Timeline:
+    """Transitions, observations and correlated events of ``op``, in time order."""
+    entries: list[tuple[datetime, int, int, TimelineEntry]] = []
+    for t in session.execute(
+        select(Transition).where(Transition.operation_id == op.id).order_by(Transition.seq)
+    ).scalars():
+        entries.append(
+            (
+                t.created_at,
+                0,
+                t.seq,
+                TimelineEntry(
+                    kind="transition",
+                    at=t.created_at,
+                    from_state=t.from_state,
+                    to_state=t.to_state,
+                    verdict=t.verdict,
+                    reason=t.reason,
+                    cause=t.cause,
+                    seq=t.seq,
+                ),
+            )
+        )
+    for o in session.execute(
+        select(Observation)
+        .where(Observation.operation_id == op.id)
+        .order_by(Observation.observed_at, Observation.id)
+    ).scalars():
+        entries.append(
+            (
+                o.observed_at,
+                1,
+                o.id,
+                TimelineEntry(
+                    kind="observation",
+                    at=o.observed_at,
+                    channel=o.channel,
+                    status=o.status,
+                    fence=o.fence,
+                    http_status=o.http_status,
+                    digest=o.digest,
+                    provider_timestamp=o.provider_timestamp,
+                ),
+            )
+        )
+    rows = session.execute(
+        select(Event, OperationEvent)
+        .join(OperationEvent, OperationEvent.event_pk == Event.id)
+        .where(OperationEvent.operation_id == op.id, Event.workspace_id == op.workspace_id)
+        .order_by(Event.provider_timestamp, Event.event_id)
+    ).all()
+    for event, link in rows:
+        entries.append(
+            (
+                event.received_at,
+                2,
+                event.id,
+                TimelineEntry(
+                    kind="event",
+                    at=event.received_at,
+                    event_id=event.event_id,
+                    type=event.type,
+                    provider_timestamp=event.provider_timestamp,
+                    digest=event.digest,
+                    strategy=link.strategy,
+                    assurance=link.assurance,
+                ),
+            )
+        )
+    entries.sort(key=lambda e: (e[0], e[1], e[2]))
+    return Timeline(operation_id=op.id, entries=[e[3] for e in entries])

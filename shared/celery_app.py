@@ -107,10 +107,21 @@ def configure(celery: Celery, settings: Settings) -> None:
     broker_url = settings.resolved_broker_url()
     if broker_url.startswith(("sqla+sqlite:///", "sqlalchemy+sqlite:///")):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
+    embedded = broker_url.startswith(("sqla+", "sqlalchemy+"))
     celery.conf.update(
         broker_url=broker_url,
         broker_transport_options=_transport_options(broker_url),
+        # The SQLAlchemy transport has no fanout exchange, which remote control needs.
+        worker_enable_remote_control=not embedded,
     )
+    # Drop connections made for a previous broker (tests reconfigure a live app).
+    pool = getattr(celery, "_pool", None)
+    if pool is not None:
+        pool.force_close_all()
+        celery._pool = None  # type: ignore[attr-defined]
+    amqp = celery.__dict__.get("amqp")
+    if amqp is not None:
+        amqp._producer_pool = None
 
 
 def _create_app() -> Celery:

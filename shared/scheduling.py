@@ -1,30 +1,144 @@
-"""Durable observation schedule and wake-ups (owned by issue 5; placeholder until it lands)."""
+"""The durable observation schedule: fences, ``next_observation_at`` and wake-ups.
+
+Every scheduled observation gets a new **fence** number (``operations.fence``) and a due time
+(``operations.next_observation_at``), written in the caller's transaction. The ``observe``
+message sent after commit carries the fence; a message whose fence is no longer the operation's
+is stale and dropped, and the observation of a fence is stored once (unique operation, fence,
+channel), so a message delivered twice, a wake and a sweeper re-send never make two readings of
+one fence.
+
+``enqueued_at`` is when a message for the current fence was last sent. A due time further away
+than the broker may safely hold a countdown (``MAX_COUNTDOWN_S``) is left to the sweeper: no
+message now, ``enqueued_at`` empty, and the sweeper sends it as it comes due.
+
+Errors: :class:`ScheduleConflict` when the operation's fence moved under the caller (another
+writer scheduled first); the caller re-reads and decides again.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
+import logging
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
+
+from sqlalchemy import update
+from sqlalchemy.orm.attributes import set_committed_value
+
+from shared.core.types import OperationState
+from shared.db.models import Operation
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from shared.db.models import Operation
+__all__ = [
+    "OBSERVABLE_STATES",
+    "OBSERVE_LEAD_S",
+    "ScheduleConflict",
+    "dispatch_observe",
+    "schedule_observation",
+    "wake",
+]
 
-__all__ = ["dispatch_observe", "schedule_observation", "wake"]
+log = logging.getLogger(__name__)
+
+OBSERVABLE_STATES = (
+    OperationState.ACTION_ACCEPTED.value,
+    OperationState.OBSERVING.value,
+    OperationState.PENDING.value,
+)
+"""States in which an operation is observed (its action was reported, no final verdict)."""
+
+
+OBSERVE_LEAD_S = 0.2
+"""How early an ``observe`` message is delivered before its due time; the task prepares, then
+waits until ``next_observation_at`` before it reads (never longer than this lead)."""
+
+
+class ScheduleConflict(RuntimeError):
+    """The operation's fence changed since it was read; nothing was scheduled."""
+
+
+def _max_countdown_s() -> float:
+    from shared.celery_app import MAX_COUNTDOWN_S
+
+    return MAX_COUNTDOWN_S
 
 
 def schedule_observation(
     session: Session, operation: Operation, *, delay_ms: int, now: datetime
 ) -> int:
-    """Set ``next_observation_at`` and a new fence in the caller's transaction; return the fence."""
-    raise NotImplementedError
+    """Schedule the next observation ``delay_ms`` after ``now``; return its new fence.
+
+    Written with ``UPDATE … WHERE fence = :current`` in the caller's transaction; raises
+    :class:`ScheduleConflict` when another writer moved the fence first. After commit, send
+    the message with :func:`dispatch_observe` (countdown: the due time minus the clock).
+    """
+    if delay_ms < 0:
+        raise ValueError("delay_ms cannot be negative")
+    current = operation.fence
+    fence = current + 1
+    due = now + timedelta(milliseconds=delay_ms)
+    enqueued_at = now if delay_ms / 1000.0 <= _max_countdown_s() else None
+    result = session.execute(
+        update(Operation)
+        .where(Operation.id == operation.id, Operation.fence == current)
+        .values(fence=fence, next_observation_at=due, enqueued_at=enqueued_at)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        raise ScheduleConflict(f"operation {operation.id} fence moved from {current}")
+    set_committed_value(operation, "fence", fence)
+    set_committed_value(operation, "next_observation_at", due)
+    set_committed_value(operation, "enqueued_at", enqueued_at)
+    return fence
 
 
-def dispatch_observe(operation_id: str, fence: int, *, countdown_s: float) -> None:
-    """Send the ``observe`` message; call only after the transaction that scheduled it commits."""
-    raise NotImplementedError
+def dispatch_observe(operation_id: str, fence: int, *, countdown_s: float) -> bool:
+    """Send ``observe(operation_id, fence)``; call only after the scheduling transaction commits.
+
+    Returns False when nothing was sent: the countdown is longer than the broker may hold (the
+    sweeper sends it when due) or the broker is unreachable (the sweeper re-sends it once it is
+    overdue). Never raises for a broker failure: the schedule in the database is the record.
+    """
+    from shared.celery_app import MAX_COUNTDOWN_S, OBSERVE_TASK, send
+
+    if countdown_s > MAX_COUNTDOWN_S:
+        return False
+    try:
+        # Delivered a little early: the task loads what it needs, then waits for the due time,
+        # so the reading itself happens on time.
+        send(OBSERVE_TASK, [operation_id, fence], countdown_s=countdown_s - OBSERVE_LEAD_S)
+    except Exception:  # the broker is down: the sweeper recovers from next_observation_at
+        log.warning("observe message for %s fence %s not sent", operation_id, fence, exc_info=True)
+        return False
+    return True
 
 
 def wake(session: Session, operation_id: str, *, now: datetime) -> int | None:
-    """Move the next observation of an open operation to now; return the fence to dispatch."""
-    raise NotImplementedError
+    """Move the next observation of an open operation to now; return the fence to dispatch.
+
+    The fence moves on (atomically, ``fence = fence + 1``), so whatever message was pending for
+    the previous fence becomes stale: a wake never makes two readings of one fence. Returns
+    None when the operation is unknown, final or not observed yet (action not reported).
+    After commit, call ``dispatch_observe(operation_id, fence, countdown_s=0)``.
+    """
+    result = session.execute(
+        update(Operation)
+        .where(
+            Operation.id == operation_id,
+            Operation.final.is_(False),
+            Operation.state.in_(OBSERVABLE_STATES),
+        )
+        .values(fence=Operation.fence + 1, next_observation_at=now, enqueued_at=now)
+        .returning(Operation.fence)
+        .execution_options(synchronize_session=False)
+    )
+    fence = result.scalar_one_or_none()
+    if fence is None:
+        return None
+    loaded = session.identity_map.get(session.identity_key(Operation, operation_id))
+    if isinstance(loaded, Operation):
+        set_committed_value(loaded, "fence", fence)
+        set_committed_value(loaded, "next_observation_at", now)
+        set_committed_value(loaded, "enqueued_at", now)
+    return int(fence)

@@ -86,6 +86,9 @@ def read_http(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Reading:
     """GET ``path`` under the target's base URL and turn the answer into a :class:`Reading`."""
+    # The reading is stamped with the moment the request left: the state it returns is at
+    # least that fresh, so freshness checks stay on the safe side.
+    requested_at = clock()
     started = time.monotonic()
 
     def reading(status: ObservationStatus, **kwargs: object) -> Reading:
@@ -93,7 +96,7 @@ def read_http(
         return Reading(
             channel=channel,
             status=status,
-            observed_at=clock(),
+            observed_at=requested_at,
             latency_ms=latency,
             **kwargs,  # type: ignore[arg-type]
         )

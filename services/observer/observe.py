@@ -1,0 +1,310 @@
+"""``observe(operation_id, fence)``: read every channel of one operation once, for one fence.
+
+load → drop when stale → read (outside any transaction) → append observations → enqueue
+``evaluate``. The task is fenced and idempotent:
+
+- the operation is gone, final or not observable → dropped;
+- ``fence`` is not the operation's current fence → stale, dropped (a wake or a newer schedule
+  superseded it);
+- the fence was observed already (a redelivered message) → dropped; the unique constraint on
+  (operation, fence, channel) makes a concurrent duplicate lose at insert time;
+- a readback that the provider's rate limit holds back waits for its token; a wait longer than
+  ``MAX_INLINE_WAIT_S`` re-sends the same message for when the token is due instead.
+
+Readbacks run outside any database transaction; webhook channels are reduced inside the
+transaction that stores the observations, so events that arrived during the readback count.
+The first observation moves the operation from ACTION_ACCEPTED to OBSERVING.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import httpx
+from sqlalchemy import Engine, exists, select, update
+from sqlalchemy.exc import IntegrityError
+
+from services.observer.connections import ConnectionMissing, Readback, readback_for
+from services.observer.http_verifier import read_http
+from services.observer.readings import Reading
+from services.observer.webhook_verifier import read_webhook
+from shared.core.engine import build_context
+from shared.core.expressions import fill_path_template
+from shared.core.types import ObservationStatus, OperationState
+from shared.db.models import Observation, Operation
+from shared.db.session import get_engine, session_scope
+from shared.operations import change_state, contract_for, facts_for
+from shared.ratelimit import RateLimiter, bucket_for
+from shared.scheduling import OBSERVABLE_STATES, OBSERVE_LEAD_S
+from shared.settings import Settings, get_settings
+
+__all__ = ["MAX_INLINE_WAIT_S", "ObserveOutcome", "Observer", "default_observer"]
+
+log = logging.getLogger(__name__)
+
+MAX_INLINE_WAIT_S = 20.0
+"""The longest a task sleeps for a rate-limit token; a longer wait re-sends the message."""
+
+
+class ObserveOutcome(StrEnum):
+    OBSERVED = "observed"
+    MISSING = "missing"
+    CLOSED = "closed"  # final, or not in an observable state
+    STALE = "stale"
+    DUPLICATE = "duplicate"
+    RATE_LIMITED = "rate_limited"
+
+
+@dataclass(frozen=True, slots=True)
+class _HttpJob:
+    channel: str
+    path: str | None
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _send_evaluate(operation_id: str) -> None:
+    from shared.celery_app import EVALUATE_TASK, send
+
+    send(EVALUATE_TASK, [operation_id])
+
+
+def _resend_observe(operation_id: str, fence: int, countdown_s: float) -> None:
+    from shared.celery_app import OBSERVE_TASK, send
+
+    send(OBSERVE_TASK, [operation_id, fence], countdown_s=countdown_s)
+
+
+@dataclass
+class Observer:
+    """The observe task's collaborators, injected (tests pass their own client and clock)."""
+
+    settings: Settings
+    engine: Engine
+    http: httpx.Client
+    limiter: RateLimiter
+    clock: Callable[[], datetime] = _utcnow
+    sleep: Callable[[float], object] = field(default=lambda s: threading.Event().wait(s))
+    send_evaluate: Callable[[str], None] = _send_evaluate
+    resend_observe: Callable[[str, int, float], None] = _resend_observe
+
+    def observe(self, operation_id: str, fence: int) -> ObserveOutcome:
+        prepared = self._prepare(operation_id, fence)
+        if isinstance(prepared, ObserveOutcome):
+            return prepared
+        jobs, readback, problem, due = prepared
+        if due is not None:
+            early = (due - self.clock()).total_seconds()
+            if 0 < early <= OBSERVE_LEAD_S + 0.05:
+                self.sleep(early)
+        readings: list[Reading] = []
+        for job in jobs:
+            if job.path is None:
+                readings.append(self._failed(job.channel, "path_unresolved"))
+            elif readback is None:
+                readings.append(self._failed(job.channel, problem or "no_connection"))
+            else:
+                if readback.rate_per_s:
+                    wait = self.limiter.reserve(readback.bucket_key, rate_per_s=readback.rate_per_s)
+                    if wait > MAX_INLINE_WAIT_S:
+                        self.resend_observe(operation_id, fence, wait)
+                        return ObserveOutcome.RATE_LIMITED
+                    if wait > 0:
+                        self.sleep(wait)
+                readings.append(
+                    read_http(
+                        self.http,
+                        channel=job.channel,
+                        target=readback.target,
+                        path=job.path,
+                        clock=self.clock,
+                    )
+                )
+        try:
+            outcome = self._store(operation_id, fence, readings)
+        except IntegrityError:
+            return ObserveOutcome.DUPLICATE
+        if outcome is ObserveOutcome.OBSERVED:
+            self.send_evaluate(operation_id)
+        return outcome
+
+    def _failed(self, channel: str, error: str) -> Reading:
+        return Reading(
+            channel=channel, status=ObservationStatus.ERROR, observed_at=self.clock(), error=error
+        )
+
+    def _prepare(
+        self, operation_id: str, fence: int
+    ) -> ObserveOutcome | tuple[list[_HttpJob], Readback | None, str | None, datetime | None]:
+        with session_scope(self.engine) as session:
+            op = session.get(Operation, operation_id)
+            if op is None:
+                return ObserveOutcome.MISSING
+            if op.final or op.state not in OBSERVABLE_STATES:
+                return ObserveOutcome.CLOSED
+            if op.fence != fence:
+                return ObserveOutcome.STALE
+            if session.scalar(
+                select(
+                    exists().where(
+                        Observation.operation_id == operation_id, Observation.fence == fence
+                    )
+                )
+            ):
+                return ObserveOutcome.DUPLICATE
+            contract = contract_for(session, op)
+            context = build_context(contract, facts_for(op))
+            jobs = [
+                _HttpJob(
+                    channel.name,
+                    fill_path_template(channel.http.path, context) if channel.http else None,
+                )
+                for channel in contract.channels
+                if channel.verifier == "http"
+            ]
+            readback: Readback | None = None
+            problem: str | None = None
+            if any(job.path is not None for job in jobs):
+                try:
+                    readback = readback_for(
+                        session,
+                        workspace_id=op.workspace_id,
+                        provider=contract.skill.provider,
+                        settings=self.settings,
+                    )
+                except ConnectionMissing:
+                    problem = "no_connection"
+                except Exception as exc:  # an undecryptable key: recorded, never raised
+                    log.warning("connection of %s unusable: %s", op.workspace_id, exc)
+                    problem = "connection_unusable"
+            return jobs, readback, problem, op.next_observation_at
+
+    def _store(self, operation_id: str, fence: int, readings: list[Reading]) -> ObserveOutcome:
+        with session_scope(self.engine) as session:
+            op = session.get(Operation, operation_id)
+            if op is None:
+                return ObserveOutcome.MISSING
+            if op.final or op.state not in OBSERVABLE_STATES:
+                return ObserveOutcome.CLOSED
+            contract = contract_for(session, op)
+            context = build_context(contract, facts_for(op))
+            for channel in contract.channels:
+                if channel.verifier == "webhook":
+                    readings.append(
+                        read_webhook(
+                            session,
+                            op,
+                            contract=contract,
+                            channel=channel,
+                            context=context,
+                            clock=self.clock,
+                        )
+                    )
+            for reading in readings:
+                session.add(_row(op, fence, reading))
+            session.flush()
+            session.execute(
+                update(Operation)
+                .where(Operation.id == operation_id)
+                .values(attempts=Operation.attempts + 1)
+                .execution_options(synchronize_session=False)
+            )
+            if op.state == OperationState.ACTION_ACCEPTED.value:
+                self._start_observing(session, op)
+            _record_metrics(
+                readings, contract_channels={c.name: c.verifier for c in contract.channels}
+            )
+        return ObserveOutcome.OBSERVED
+
+    def _start_observing(self, session: Any, op: Operation) -> None:
+        for _ in range(3):
+            moved = change_state(
+                session,
+                op,
+                to_state=OperationState.OBSERVING,
+                verdict=op.verdict,
+                reason=op.reason,
+                verdict_class=op.verdict_class,
+                final=False,
+                decision=None,
+                cause="observation_started",
+                now=self.clock(),
+            )
+            if moved:
+                return
+            session.refresh(op)
+            if op.state != OperationState.ACTION_ACCEPTED.value:
+                return
+
+
+def _row(op: Operation, fence: int, reading: Reading) -> Observation:
+    return Observation(
+        operation_id=op.id,
+        workspace_id=op.workspace_id,
+        fence=fence,
+        channel=reading.channel,
+        status=reading.status.value,
+        value=reading.value,
+        raw=reading.raw,
+        digest=reading.digest,
+        http_status=reading.http_status,
+        error=reading.error,
+        provider_timestamp=reading.provider_timestamp,
+        observed_at=reading.observed_at,
+        latency_ms=reading.latency_ms,
+    )
+
+
+def _record_metrics(readings: list[Reading], *, contract_channels: dict[str, str]) -> None:
+    try:
+        from shared.observability import OBSERVATION_LATENCY
+    except Exception:  # metrics are optional
+        return
+    for reading in readings:
+        if reading.latency_ms is None:
+            continue
+        OBSERVATION_LATENCY.labels(
+            channel=reading.channel,
+            verifier=contract_channels.get(reading.channel, "unknown"),
+            status=reading.status.value,
+        ).observe(reading.latency_ms / 1000.0)
+
+
+_default: Observer | None = None
+_default_lock = threading.Lock()
+
+
+def default_observer() -> Observer:
+    """The process-wide observer built from the settings (one HTTP connection pool)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            settings = get_settings()
+            _default = Observer(
+                settings=settings,
+                engine=get_engine(),
+                http=httpx.Client(
+                    timeout=httpx.Timeout(settings.http_timeout_seconds),
+                    follow_redirects=False,
+                    trust_env=False,
+                ),
+                limiter=bucket_for(settings),
+            )
+        return _default
+
+
+def reset_default_observer() -> None:
+    """Forget the process-wide observer (after a fork, or in tests)."""
+    global _default
+    with _default_lock:
+        if _default is not None:
+            _default.http.close()
+        _default = None

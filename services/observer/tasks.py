@@ -1,0 +1,29 @@
+"""Celery task ``provely.observe`` (queue ``observe``): a thin adapter over :mod:`.observe`."""
+
+from __future__ import annotations
+
+from celery.signals import worker_process_init
+
+from services.observer.observe import default_observer, reset_default_observer
+from shared.celery_app import OBSERVE_TASK, app
+from shared.db.session import dispose_engines
+from shared.warmup import preload, warm_up
+
+__all__ = ["observe"]
+
+
+@app.task(name=OBSERVE_TASK, ignore_result=True)
+def observe(operation_id: str, fence: int) -> str:
+    """Read every channel of ``operation_id`` for ``fence`` (see ``services.observer.observe``)."""
+    return default_observer().observe(str(operation_id), int(fence)).value
+
+
+@worker_process_init.connect
+def _fresh_connections_after_fork(**_: object) -> None:
+    # A forked pool process must not share the parent's sockets (database, HTTP).
+    dispose_engines()
+    reset_default_observer()
+    warm_up()
+
+
+preload()

@@ -1,0 +1,148 @@
+"""The ``webhook`` verifier: the provider's stored events of one operation (evidence level E3).
+
+Events were verified, deduplicated and stored by the webhook intake, with the correlation keys
+each one carries (``event_keys``) and the operations it correlated with (``operation_events``).
+This verifier loads the candidates of one channel — events of the channel's types that are
+linked to the operation, or that carry one of the operation's known key values (its id, the
+subject id, learned keys, the correlation keys' values such as the charge) — and hands them to
+the core's ``reduce_events``, which applies the channel's match rules (three-valued: only true
+counts), drops events older than the operation, deduplicates on the event id, orders by the
+provider's timestamp and sets aside events of an unsupported API version. Loading more
+candidates than strictly needed is safe: the match rules decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from services.observer.readings import Reading, digest_of
+from shared.core.contract import Channel, Contract, canonical_json
+from shared.core.events import reduce_events
+from shared.core.expressions import EvaluationContext
+from shared.core.types import EventRecord, ObservationStatus
+from shared.db.models import Event, EventKey, Operation, OperationEvent
+
+__all__ = ["MAX_EVENTS", "known_key_values", "load_events", "read_webhook"]
+
+MAX_EVENTS = 500
+"""The most events one reading loads (the newest by provider timestamp)."""
+
+
+def known_key_values(op: Operation, correlation: dict[str, Any]) -> set[str]:
+    """The values an event may carry to be a candidate for ``op``."""
+    values: set[str] = {op.id}
+    if op.subject_id:
+        values.add(op.subject_id)
+    for source in (correlation, op.learned_keys or {}):
+        for value in source.values():
+            if isinstance(value, str) and value:
+                values.add(value)
+    return values
+
+
+def load_events(
+    session: Session,
+    op: Operation,
+    *,
+    provider: str,
+    event_types: Iterable[str],
+    key_values: Iterable[str],
+) -> list[EventRecord]:
+    """Candidate events of ``op`` for one channel, as the core's :class:`EventRecord`."""
+    types = sorted(set(event_types))
+    values = sorted(set(key_values))
+    linked = select(OperationEvent.event_pk).where(OperationEvent.operation_id == op.id)
+    keyed = select(EventKey.event_pk).where(
+        EventKey.workspace_id == op.workspace_id,
+        EventKey.provider == provider,
+        EventKey.value.in_(values),
+    )
+    rows = session.execute(
+        select(
+            Event.event_id,
+            Event.type,
+            Event.provider_timestamp,
+            Event.body,
+            Event.api_version,
+            Event.received_at,
+            Event.duplicates,
+        )
+        .where(
+            Event.workspace_id == op.workspace_id,
+            Event.provider == provider,
+            Event.type.in_(types),
+            or_(Event.id.in_(linked), Event.id.in_(keyed)),
+        )
+        .order_by(Event.provider_timestamp.desc(), Event.event_id.desc())
+        .limit(MAX_EVENTS)
+    ).all()
+    return [
+        EventRecord(
+            event_id=row.event_id,
+            type=row.type,
+            provider_timestamp=row.provider_timestamp,
+            body=row.body,
+            api_version=row.api_version,
+            received_at=row.received_at,
+            duplicates=row.duplicates or 0,
+        )
+        for row in rows
+    ]
+
+
+def read_webhook(
+    session: Session,
+    op: Operation,
+    *,
+    contract: Contract,
+    channel: Channel,
+    context: EvaluationContext,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Reading:
+    """Reduce the stored events of ``channel`` for ``op`` into one reading."""
+    import time
+
+    started = time.monotonic()
+    verifier = channel.webhook
+    if verifier is None:
+        return Reading(
+            channel=channel.name,
+            status=ObservationStatus.ERROR,
+            observed_at=clock(),
+            error="channel_without_webhook_verifier",
+        )
+    events = load_events(
+        session,
+        op,
+        provider=contract.skill.provider,
+        event_types=verifier.event_types,
+        key_values=known_key_values(op, dict(context.correlation)),
+    )
+    value = reduce_events(
+        channel,
+        events,
+        context=context,
+        operation_created_at=op.created_at,
+        api_versions=contract.provider_api_versions,
+    )
+    raw = canonical_json(value)
+    latest = value.get("latest")
+    provider_timestamp = None
+    if latest is not None:
+        kept = [e for e in events if e.body is latest]
+        provider_timestamp = kept[0].provider_timestamp if kept else None
+    return Reading(
+        channel=channel.name,
+        status=ObservationStatus.OK,
+        observed_at=clock(),
+        value=value,
+        raw=raw,
+        digest=digest_of(raw),
+        provider_timestamp=provider_timestamp,
+        latency_ms=(time.monotonic() - started) * 1000.0,
+    )

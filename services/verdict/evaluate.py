@@ -1,0 +1,309 @@
+"""``evaluate(operation_id)``: decide an operation and schedule what comes next.
+
+load → ``decide`` (the pure core) → write the state through ``change_state`` fenced by the
+operation's version (the receipt is issued there when the verdict is final) → when still open,
+schedule the next observation in the same transaction → after commit, send its message.
+
+Scheduling rules (numbers from the contract's ``timing``):
+
+- the next observation is scheduled only when the current fence has been observed; otherwise an
+  observation is already pending (a wake or the sweeper moved the fence) and it will evaluate;
+- observation ``n = attempts + 1`` waits ``next_observation_delay(timing, n)`` (plus jitter
+  that only lengthens, from the settings) counted from the latest observation of the fence, so
+  the recorded observation times follow the formula;
+- past ``max_attempts`` no poll is scheduled: the operation stays open for callbacks (wakes)
+  and for the deadline, which the sweeper applies; when the deadline is near enough for the
+  broker to hold a countdown, an ``evaluate`` is also sent for that moment.
+
+A lost race (another writer changed the version or the fence first) rolls the transaction back;
+the caller re-reads and decides again.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import Engine, func, select, update
+from sqlalchemy.orm import Session, load_only
+
+from shared.core.engine import deadline_of, decide, state_after
+from shared.core.schedule import apply_jitter, next_observation_delay
+from shared.core.types import (
+    Decision,
+    Observation,
+    ObservationStatus,
+    OperationState,
+)
+from shared.db.models import Observation as ObservationRow
+from shared.db.models import Operation
+from shared.db.session import session_scope
+from shared.operations import change_state, contract_for, facts_for
+from shared.scheduling import ScheduleConflict, schedule_observation
+from shared.settings import Settings
+
+__all__ = [
+    "EvaluateOutcome",
+    "LostRace",
+    "Plan",
+    "dispatch",
+    "evaluate_in_session",
+    "evaluate_operation",
+    "latest_observations",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_RACES = 8
+
+
+class LostRace(RuntimeError):
+    """Another writer changed the operation first; re-read and decide again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What to send after the transaction commits."""
+
+    observe_fence: int | None = None
+    observe_countdown_s: float = 0.0
+    evaluate_countdown_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluateOutcome:
+    decided: Decision | None
+    plan: Plan
+
+
+def _obs(row: ObservationRow) -> Observation:
+    return Observation(
+        channel=row.channel,
+        observed_at=row.observed_at,
+        status=ObservationStatus(row.status),
+        value=row.value,
+        provider_timestamp=row.provider_timestamp,
+        digest=row.digest,
+    )
+
+
+def latest_observations(session: Session, operation_id: str) -> list[Observation]:
+    """The latest observation of each channel (by observation time), as core values."""
+    newest = (
+        select(ObservationRow.channel, func.max(ObservationRow.observed_at).label("at"))
+        .where(ObservationRow.operation_id == operation_id)
+        .group_by(ObservationRow.channel)
+        .subquery()
+    )
+    rows = session.execute(
+        select(ObservationRow)
+        .options(load_only(*_OBS_COLUMNS))
+        .join(
+            newest,
+            (ObservationRow.channel == newest.c.channel)
+            & (ObservationRow.observed_at == newest.c.at),
+        )
+        .where(ObservationRow.operation_id == operation_id)
+        .order_by(ObservationRow.id)
+    ).scalars()
+    return [_obs(row) for row in rows]
+
+
+_OBS_COLUMNS = (
+    ObservationRow.channel,
+    ObservationRow.observed_at,
+    ObservationRow.status,
+    ObservationRow.value,
+    ObservationRow.provider_timestamp,
+    ObservationRow.digest,
+    ObservationRow.fence,
+)
+
+
+def _fence_observed_at(session: Session, op: Operation) -> datetime | None:
+    """When the current fence was observed (its latest reading), or None when it was not."""
+    return session.scalar(
+        select(func.max(ObservationRow.observed_at)).where(
+            ObservationRow.operation_id == op.id, ObservationRow.fence == op.fence
+        )
+    )
+
+
+def _start_observing(session: Session, op: Operation, now: datetime) -> None:
+    if op.state != OperationState.ACTION_ACCEPTED.value:
+        return
+    if not change_state(
+        session,
+        op,
+        to_state=OperationState.OBSERVING,
+        verdict=op.verdict,
+        reason=op.reason,
+        verdict_class=op.verdict_class,
+        final=False,
+        decision=None,
+        cause="observation_started",
+        now=now,
+    ):
+        raise LostRace(op.id)
+
+
+def evaluate_in_session(
+    session: Session,
+    op: Operation,
+    *,
+    now: datetime,
+    settings: Settings,
+    cause: str = "evaluation",
+    draw: Callable[[], float] = random.random,
+) -> EvaluateOutcome:
+    """Decide ``op`` and write the result in the caller's transaction; raise LostRace."""
+    if op.final:
+        return EvaluateOutcome(None, Plan())
+    contract = contract_for(session, op)
+    _start_observing(session, op, now)
+    facts = facts_for(op)
+    deadline = deadline_of(contract, facts)
+    decision = decide(contract, facts, latest_observations(session, op.id), now)
+    changes: dict[str, object] = {}
+    if op.deadline is None:
+        changes["deadline"] = deadline
+    if decision.final:
+        changes["next_observation_at"] = None
+        changes["enqueued_at"] = None
+    if not change_state(
+        session,
+        op,
+        to_state=state_after(decision),
+        verdict=decision.verdict.value,
+        reason=decision.reason,
+        verdict_class=decision.class_,
+        final=decision.final,
+        decision=decision,
+        cause=cause,
+        now=now,
+        changes=changes,
+    ):
+        raise LostRace(op.id)
+    _record_verdict(decision)
+    if decision.final:
+        return EvaluateOutcome(decision, Plan())
+    return EvaluateOutcome(
+        decision,
+        _schedule_next(
+            session,
+            op,
+            contract_timing=contract.timing,
+            now=now,
+            deadline=deadline,
+            settings=settings,
+            draw=draw,
+        ),
+    )
+
+
+def _schedule_next(
+    session: Session,
+    op: Operation,
+    *,
+    contract_timing: object,
+    now: datetime,
+    deadline: datetime,
+    settings: Settings,
+    draw: Callable[[], float],
+) -> Plan:
+    from shared.celery_app import MAX_COUNTDOWN_S
+    from shared.core.contract import Timing
+
+    assert isinstance(contract_timing, Timing)
+    until_deadline = (deadline - now).total_seconds()
+    evaluate_at = until_deadline if 0 < until_deadline <= MAX_COUNTDOWN_S else None
+    observed_at = _fence_observed_at(session, op)
+    if observed_at is None:
+        # An observation of the current fence is still pending; it will evaluate again.
+        return Plan(evaluate_countdown_s=evaluate_at)
+    delay = next_observation_delay(contract_timing, op.attempts + 1)
+    if delay is None:
+        # Polling is over: open for callbacks until the deadline, which the sweeper applies.
+        session.execute(
+            update(Operation)
+            .where(Operation.id == op.id, Operation.fence == op.fence)
+            .values(next_observation_at=None, enqueued_at=None)
+            .execution_options(synchronize_session=False)
+        )
+        return Plan(evaluate_countdown_s=evaluate_at)
+    if settings.jitter_ratio > 0:
+        delay = apply_jitter(delay, settings.jitter_ratio, draw())
+    reference = min(now, observed_at)
+    try:
+        fence = schedule_observation(session, op, delay_ms=delay, now=reference)
+    except ScheduleConflict as exc:
+        raise LostRace(op.id) from exc
+    due = reference + timedelta(milliseconds=delay)
+    if due > deadline:
+        # No reading after the deadline: the deadline itself decides.
+        return Plan(
+            observe_fence=fence,
+            observe_countdown_s=max(0.0, (due - now).total_seconds()),
+            evaluate_countdown_s=evaluate_at,
+        )
+    return Plan(observe_fence=fence, observe_countdown_s=max(0.0, (due - now).total_seconds()))
+
+
+def _record_verdict(decision: Decision) -> None:
+    try:
+        from shared.observability import record_verdict
+    except Exception:  # metrics are optional
+        return
+    record_verdict(decision.verdict.value, decision.reason)
+
+
+def dispatch(operation_id: str, plan: Plan) -> None:
+    """Send the messages a committed plan asks for (failures are left to the sweeper)."""
+    from shared.celery_app import EVALUATE_TASK, send
+    from shared.scheduling import dispatch_observe
+
+    if plan.observe_fence is not None:
+        dispatch_observe(operation_id, plan.observe_fence, countdown_s=plan.observe_countdown_s)
+    if plan.evaluate_countdown_s is not None:
+        try:
+            send(EVALUATE_TASK, [operation_id], countdown_s=plan.evaluate_countdown_s)
+        except Exception:
+            log.warning("deadline evaluate for %s not sent", operation_id, exc_info=True)
+
+
+def evaluate_operation(
+    engine: Engine,
+    operation_id: str,
+    *,
+    settings: Settings,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    draw: Callable[[], float] = random.random,
+    send: Callable[[str, Plan], None] = dispatch,
+) -> Decision | None:
+    """The ``evaluate`` task body: decide, retrying on a lost race; None when nothing to do."""
+    for _ in range(MAX_RACES):
+        try:
+            with session_scope(engine) as session:
+                op = session.get(Operation, operation_id)
+                if op is None or op.final:
+                    return None
+                if op.state not in (
+                    OperationState.ACTION_ACCEPTED.value,
+                    OperationState.OBSERVING.value,
+                    OperationState.PENDING.value,
+                ):
+                    return None
+                outcome = evaluate_in_session(
+                    session, op, now=clock(), settings=settings, draw=draw
+                )
+        except LostRace:
+            continue
+        send(operation_id, outcome.plan)
+        return outcome.decided
+    log.warning(
+        "evaluate of %s lost %d races in a row; the sweeper retries", operation_id, MAX_RACES
+    )
+    return None

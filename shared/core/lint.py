@@ -41,6 +41,7 @@ from shared.core.skill import SkillManifest
 
 __all__ = [
     "KNOWN_ROOTS",
+    "RESERVED_REASONS",
     "LintError",
     "is_skill_manifest",
     "lint_contract",
@@ -58,6 +59,25 @@ _ORDERED = {Operator.GT, Operator.GTE, Operator.LT, Operator.LTE}
 _TIME = {Operator.TIME_AFTER, Operator.TIME_BEFORE}
 _LIST = {Operator.IN, Operator.NOT_IN}
 _CHANNEL_LEVEL = {"http": "E2", "webhook": "E3"}
+
+RESERVED_REASONS = frozenset(
+    {
+        "all_conditions_hold",
+        "awaiting_correlation",
+        "awaiting_evidence",
+        "correlation_conflict",
+        "evidence_requirements_not_met",
+        "evidence_unavailable",
+        "evidence_unavailable_before_timeout",
+        "stale_reading",
+        "action_accepted",
+        "action_rejected",
+        "action_not_reported",
+        "awaiting_action_report",
+        "human_review_resolved",
+    }
+)
+"""Reason ids the runtime gives itself; a condition or rule id may not take one over."""
 
 _NOT_EVIDENCE = (
     "reads no $observed channel, so it could never decide: the agent and the action "
@@ -415,6 +435,8 @@ class _ContractLinter:
         for ident, where in ids:
             if not re.match(r"^[a-z][a-z0-9_]*$", ident):
                 self.err(where, "an id is lower-case letters, digits and _")
+            if ident in RESERVED_REASONS:
+                self.err(where, f"{ident} is a reason the runtime gives itself; choose another id")
             if ident in seen:
                 self.err(where, f"id {ident} is used twice (conditions and rules share ids)")
             seen.add(ident)

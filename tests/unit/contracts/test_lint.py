@@ -186,6 +186,12 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "reads no $observed channel",
     ),
     (
+        "rule id taken from the runtime",
+        _set("verdict_map[1].id", "evidence_unavailable"),
+        "verdict_map[1].id",
+        "a reason the runtime gives itself",
+    ),
+    (
         "gt takes a number",
         _set("negative[4].value", "one"),
         "negative[4].value",

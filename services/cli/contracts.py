@@ -88,7 +88,9 @@ def _lint_skill(path: Path, data: Any) -> list[LintError]:
 @group.command("lint")
 def lint(
     paths: list[Path] = typer.Argument(
-        None, help="Files or directories (default: contracts/).", show_default=False
+        None,
+        help="Files or directories (default: ./contracts, else the shipped contracts).",
+        show_default=False,
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
 ) -> None:
@@ -96,7 +98,12 @@ def lint(
     from shared.core.contract import contract_hash
     from shared.core.lint import LintError, is_skill_manifest, validate_contract
 
-    targets = list(_files(paths or [Path("contracts")]))
+    if not paths:
+        from shared.registry import SHIPPED_CONTRACTS_DIR
+
+        local = Path("contracts")
+        paths = [local if local.is_dir() else SHIPPED_CONTRACTS_DIR]
+    targets = list(_files(paths))
     if not targets:
         raise _fail("no contract files found")
     errors: list[LintError] = []

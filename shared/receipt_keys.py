@@ -315,14 +315,17 @@ def _active_row(session: Session) -> ReceiptKey | None:
 
 
 def _encrypt(private: Ed25519PrivateKey, settings: Settings) -> bytes:
-    from shared.secrets import encrypt
+    from shared.secrets import SecretError, encrypt
 
     raw = private.private_bytes(
         serialization.Encoding.Raw,
         serialization.PrivateFormat.Raw,
         serialization.NoEncryption(),
     )
-    return encrypt(raw, settings=settings)
+    try:
+        return encrypt(raw, settings=settings)
+    except SecretError as exc:
+        raise ReceiptKeyError(f"cannot store a new receipt signing key: {exc}") from exc
 
 
 def _decrypt(row: ReceiptKey, settings: Settings) -> Ed25519PrivateKey:

@@ -158,7 +158,7 @@ def _event_evidence(
     session: Session, operation: Operation, channel: str, level: str, observed_at: datetime | None
 ) -> list[ReceiptEvidence] | None:
     """One piece of evidence per stored event a webhook reading counted (None: not found)."""
-    from sqlalchemy import select
+    from sqlalchemy import or_, select
 
     from shared.db.models import Event, Observation, OperationEvent
 
@@ -175,10 +175,15 @@ def _event_evidence(
     bodies = reading.value.get("events")
     if not isinstance(bodies, list) or not bodies:
         return None
+    # The reduction keeps event bodies; find the stored events they are, among the events
+    # linked to the operation and those whose provider id the bodies name.
+    ids = [b["id"] for b in bodies if isinstance(b, Mapping) and isinstance(b.get("id"), str)]
+    linked = select(OperationEvent.event_pk).where(OperationEvent.operation_id == operation.id)
     events = session.execute(
-        select(Event)
-        .join(OperationEvent, OperationEvent.event_pk == Event.id)
-        .where(OperationEvent.operation_id == operation.id)
+        select(Event).where(
+            Event.workspace_id == operation.workspace_id,
+            or_(Event.id.in_(linked), Event.event_id.in_(ids)),
+        )
     ).scalars()
     by_body: dict[int, list[Event]] = {}
     for event in events:

@@ -1,7 +1,12 @@
 """CLI: ``provely audit verify`` — walk a workspace's hash-chained transitions.
 
-Exit 0 when the chain holds, 1 at the first broken link (named by row id and seq), 2 when the
-check cannot run (unknown workspace, unreachable database).
+The chain (``shared.audit.verify_chain``) finds an edited, reordered or deleted row anywhere
+but at its end. Rows cut from the end leave a chain that still holds, so a second check follows:
+every operation of the workspace must have transitions, and its state must be where its last
+transition leads (this also catches an operation row edited by hand).
+
+Exit 0 when both hold, 1 at the first broken link (named by row id and seq, or by operation),
+2 when the check cannot run (unknown workspace, unreachable database).
 """
 
 from __future__ import annotations
@@ -19,6 +24,11 @@ _PROBLEMS = {
     "hash_mismatch": "the row's content no longer matches its hash (edited)",
     "prev_hash_mismatch": "the row does not chain to the row before it (edited or reordered)",
     "seq_gap": "a row is missing before it (deleted)",
+    "operation_without_transitions": "the operation has no transition rows (deleted)",
+    "state_not_at_last_transition": (
+        "the operation's state is not where its last transition leads (rows after it were "
+        "deleted, or the state was edited)"
+    ),
 }
 
 
@@ -41,9 +51,7 @@ def _verify_workspace(session: Any, workspace_id: str) -> dict[str, Any]:
         "transitions": int(count),
         "last_seq": int(last) if last is not None else 0,
     }
-    if broken is None:
-        result["result"] = "intact"
-    else:
+    if broken is not None:
         result.update(
             result="broken",
             broken={
@@ -53,7 +61,56 @@ def _verify_workspace(session: Any, workspace_id: str) -> dict[str, Any]:
                 "problem": broken.problem,
             },
         )
+        return result
+    tail = _tail_problem(session, workspace_id)
+    if tail is not None:
+        result.update(result="broken", broken=tail)
+    else:
+        result["result"] = "intact"
     return result
+
+
+def _tail_problem(session: Any, workspace_id: str) -> dict[str, Any] | None:
+    """A chain cannot see rows cut from its end: every operation's state must be where its
+    last transition leads, and every operation must have one. The first that is not, or None."""
+    from sqlalchemy import and_, func, select
+
+    from shared.db.models import Operation, Transition
+
+    last = (
+        select(Transition.operation_id, func.max(Transition.seq).label("seq"))
+        .where(Transition.workspace_id == workspace_id)
+        .group_by(Transition.operation_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(Operation.id, Operation.state, Transition.id, Transition.seq, Transition.to_state)
+        .outerjoin(last, last.c.operation_id == Operation.id)
+        .outerjoin(
+            Transition,
+            and_(Transition.workspace_id == workspace_id, Transition.seq == last.c.seq),
+        )
+        .where(Operation.workspace_id == workspace_id)
+        .order_by(Transition.seq.desc().nulls_first(), Operation.id)
+    ).all()
+    for op_id, state, row_id, seq, to_state in rows:
+        if row_id is None:
+            return {
+                "id": None,
+                "seq": None,
+                "operation_id": op_id,
+                "problem": "operation_without_transitions",
+            }
+        if to_state != state:
+            return {
+                "id": row_id,
+                "seq": seq,
+                "operation_id": op_id,
+                "problem": "state_not_at_last_transition",
+                "state": state,
+                "last_to_state": to_state,
+            }
+    return None
 
 
 def _line(result: dict[str, Any]) -> str:
@@ -67,6 +124,17 @@ def _line(result: dict[str, Any]) -> str:
         )
     broken = result["broken"]
     why = _PROBLEMS.get(broken["problem"], broken["problem"])
+    if broken["id"] is None:
+        return (
+            f"broken: workspace {workspace}, operation {broken['operation_id']}: "
+            f"{broken['problem']}: {why}"
+        )
+    if broken["problem"] == "state_not_at_last_transition":
+        return (
+            f"broken: workspace {workspace}, operation {broken['operation_id']} is "
+            f"{broken['state']} but its last transition id={broken['id']} seq={broken['seq']} "
+            f"leads to {broken['last_to_state']}: {broken['problem']}: {why}"
+        )
     return (
         f"broken: workspace {workspace}, first broken link is transition id={broken['id']} "
         f"seq={broken['seq']} (operation {broken['operation_id']}): {broken['problem']}: {why}"

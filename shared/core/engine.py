@@ -245,8 +245,7 @@ class _Compiled:
         completion_channels: set[str] = set()
         for cond in self.completion:
             completion_channels |= cond.channels
-            if cond.evidence is not None:
-                completion_channels.add(cond.evidence)
+        completion_channels.update(c.evidence for c in contract.completion)
         self.completion_channels = frozenset(completion_channels)
         self.evidence_channels = tuple(
             self.channel_by_name[name]

@@ -6,13 +6,14 @@ keeps those that belong to one webhook channel of one operation and returns the 
 
     {events, count, latest, earliest, types, duplicates_dropped, unsupported}
 
-Steps, each independent of arrival order:
+Steps, each independent of arrival order (deduplication, step 3, runs first):
 
 1. keep events whose type is one of the channel's ``event_types`` and whose every match rule
    is true (three-valued over ``$event.*`` = the event body; unknown does not count);
 2. drop events older than the operation, compared at whole-second precision (providers write
    whole seconds), unless the channel sets ``include_before_operation``;
-3. deduplicate on the provider event id;
+3. deduplicate on the provider event id (records that share an id but differ, which a
+   provider should never send, resolve to one of them chosen by content, not by order);
 4. set aside events whose API version (``EventRecord.api_version``, else the body's
    ``api_version``) is not one of the contract's provider API versions: they are counted in
    ``unsupported`` and nothing reads them (an empty version list accepts every version);
@@ -20,12 +21,14 @@ Steps, each independent of arrival order:
    events often share a timestamp; the event id breaks the tie. The tie-break is arbitrary
    but stable: it never depends on when or in which order the deliveries arrived.
 
-``duplicates_dropped`` counts repeated event ids in the input plus the ``duplicates``
-counters of the kept records (deliveries the intake already refused as repeats).
+``duplicates_dropped`` counts, for the events the channel keeps, the repeated records of the
+same event id in the input plus their ``duplicates`` counters (deliveries the intake already
+answered as repeats).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -84,10 +87,15 @@ def reduce_events(
     start = _whole_second(operation_created_at)
     accepted = frozenset(api_versions)
 
-    kept: dict[str, EventRecord] = {}
-    unsupported: set[str] = set()
+    groups: dict[str, list[EventRecord]] = {}
+    for event in events:
+        groups.setdefault(event.event_id, []).append(event)
+
+    kept: list[EventRecord] = []
+    unsupported = 0
     repeated = 0
-    for event in sorted(events, key=_order_key):
+    for group in groups.values():
+        event = group[0] if len(group) == 1 else min(group, key=_content_key)
         if event.type not in types:
             continue
         if not verifier.include_before_operation and (
@@ -101,17 +109,15 @@ def reduce_events(
         ]
         if False in truths:
             continue
-        if event.event_id in kept or event.event_id in unsupported:
-            repeated += 1
-            continue
         if accepted and _api_version(event) not in accepted:
-            unsupported.add(event.event_id)
+            unsupported += 1
             continue
         if None in truths:
             continue
-        kept[event.event_id] = event
+        kept.append(event)
+        repeated += len(group) - 1
 
-    ordered = list(kept.values())
+    ordered = sorted(kept, key=_order_key)
     bodies = [event.body for event in ordered]
     return {
         "events": bodies,
@@ -120,9 +126,16 @@ def reduce_events(
         "earliest": bodies[0] if bodies else None,
         "types": sorted({event.type for event in ordered}),
         "duplicates_dropped": repeated + sum(event.duplicates for event in ordered),
-        "unsupported": len(unsupported),
+        "unsupported": unsupported,
     }
 
 
 def _order_key(event: EventRecord) -> tuple[datetime, str]:
     return _utc(event.provider_timestamp), event.event_id
+
+
+def _content_key(event: EventRecord) -> tuple[datetime, str, str, str]:
+    """Picks one record among records that share an event id but not their content (which a
+    provider should never send): the choice depends on the records, never on their order."""
+    body = json.dumps(event.body, sort_keys=True, separators=(",", ":"), default=str)
+    return _utc(event.provider_timestamp), event.type, event.api_version or "", body

@@ -31,7 +31,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, assert_never
 
 from shared.core.contract import Operator
 from shared.core.expressions import UNKNOWN
@@ -67,16 +67,13 @@ def _kind(value: Any) -> str | None:
     exact = _EXACT_KINDS.get(type(value))
     if exact is not None:
         return exact
-    if isinstance(value, bool):
-        return "bool"
+    # Subclasses (an IntEnum, a StrEnum, an OrderedDict …); bool cannot be subclassed.
     if isinstance(value, int):
         return "number"
     if isinstance(value, float):
         return "number" if not math.isnan(value) else None
     if isinstance(value, str):
         return "str"
-    if value is None:
-        return "null"
     if isinstance(value, datetime):
         return "datetime"
     if isinstance(value, list | tuple):
@@ -271,6 +268,8 @@ def operator_function(op: Operator) -> Callable[[Any, Any], Truth]:
             return _time_after
         case Operator.TIME_BEFORE:
             return _time_before
+        case _:  # pragma: no cover - the match above is exhaustive
+            assert_never(op)
 
 
 def evaluate(op: Operator, left: Any, right: Any) -> Truth:

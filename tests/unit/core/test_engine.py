@@ -531,3 +531,22 @@ def test_refund_created_contract_verifies_the_created_level() -> None:
     decision = decide(created, facts(), [readback(status="pending")], NOW)
     assert decision.verdict is Verdict.VERIFIED
     assert "'created'" in (decision.explanation or "")
+
+
+def test_the_compile_cache_is_bounded_and_keyed_by_identity() -> None:
+    copies = [C.model_copy() for _ in range(140)]
+    for copy in copies:
+        assert decide(copy, facts(), verified_set(), NOW).verdict is Verdict.VERIFIED
+    assert decide(C, facts(), verified_set(), NOW).verdict is Verdict.VERIFIED
+
+
+def test_an_incomplete_optional_strategy_is_left_out_of_the_correlation() -> None:
+    decision = run(verified_set(), input={"amount": 500, "currency": "usd"})
+    assert [c[0] for c in decision.correlation] == ["resource_id", "idempotency_key"]
+    assert decision.verdict is Verdict.VERIFIED
+
+
+def test_unusual_observed_values_are_recorded_as_given() -> None:
+    decision = run(verified_set(status=("succeeded",)))
+    assert condition(decision, "refund_status_succeeded").observed == ("succeeded",)
+    assert decision.verdict is Verdict.PENDING

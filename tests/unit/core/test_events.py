@@ -108,7 +108,7 @@ def test_order_is_provider_timestamp_then_event_id_whatever_the_arrival() -> Non
 def test_unsupported_api_versions_are_set_aside_and_counted() -> None:
     old = event("evt_old", api_version="2020-08-27")
     result = reduce(SUCCEEDED, [old, old, event("evt_new")])
-    assert (result["count"], result["unsupported"], result["duplicates_dropped"]) == (1, 1, 1)
+    assert (result["count"], result["unsupported"], result["duplicates_dropped"]) == (1, 1, 0)
     assert reduce(SUCCEEDED, [old], api_versions=())["count"] == 1
 
 
@@ -136,3 +136,11 @@ def test_refund_created_channel_matches_on_the_charge() -> None:
 def test_a_non_webhook_channel_is_refused() -> None:
     with pytest.raises(ChannelError):
         reduce(C.channel("refund_readback"), [])
+
+
+def test_records_sharing_an_id_resolve_by_content_not_by_order() -> None:
+    supported = event("evt_a")
+    conflicting = event("evt_a", api_version="2020-08-27")
+    first = reduce(SUCCEEDED, [supported, conflicting])
+    assert first == reduce(SUCCEEDED, [conflicting, supported])
+    assert first["count"] + first["unsupported"] == 1

@@ -188,3 +188,12 @@ def test_path_template_with_several_placeholders_and_a_tail() -> None:
 def test_malformed_path_templates_raise(template: str) -> None:
     with pytest.raises(ExpressionError):
         compile_path_template(template)
+
+
+def test_unknown_reads_as_unknown() -> None:
+    assert repr(UNKNOWN) == "UNKNOWN"
+
+
+def test_a_template_may_start_with_a_placeholder() -> None:
+    context = EvaluationContext(input={"host": "a"})
+    assert fill_path_template("{$input.host}/x", context) == "a/x"

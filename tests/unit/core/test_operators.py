@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from datetime import UTC, datetime, timedelta, timezone
+from http import HTTPStatus
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -10,6 +13,7 @@ import pytest
 from shared.core.contract import Operator
 from shared.core.expressions import UNKNOWN
 from shared.core.operators import evaluate, to_instant, truth_and
+from shared.core.types import Verdict
 
 Op = Operator
 T = datetime(2026, 9, 10, 12, 0, 0, 400_000, tzinfo=UTC)
@@ -152,3 +156,36 @@ def test_to_instant_precisions() -> None:
     assert to_instant(offset) == (SECOND * 1_000_000, 1)
     assert to_instant("2026-09-10T12:00:00.40Z") == (SECOND * 1_000_000 + 400_000, 10_000)
     assert to_instant(b"2026") is None
+
+
+class _Float(float):
+    pass
+
+
+class _Stamp(datetime):
+    pass
+
+
+class _List(list[int]):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("op", "left", "right", "expected"),
+    [
+        (Op.EQ, Verdict.PENDING, "PENDING", True),
+        (Op.EQ, HTTPStatus.OK, 200, True),
+        (Op.GT, _Float(2.5), 2, True),
+        (Op.EQ, _Float("nan"), 1.0, None),
+        (Op.EQ, OrderedDict(a=1), {"a": 1}, True),
+        (Op.EQ, MappingProxyType({"a": 1}), {"a": 2}, False),
+        (Op.LT, _Stamp(2026, 1, 1, tzinfo=UTC), T, True),
+        (Op.TIME_AFTER, _Stamp(2026, 9, 10, 12, 0, 0, 400_000, tzinfo=UTC), T, True),
+        (Op.EQ, (1, 2), [1, 2], True),
+        (Op.EQ, _List([1, 2]), [1, 2], True),
+    ],
+)
+def test_subclasses_compare_as_their_base_types(
+    op: Operator, left: Any, right: Any, expected: bool | None
+) -> None:
+    assert evaluate(op, left, right) is expected

@@ -20,7 +20,7 @@ from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.ingress import contracts, operations, webhooks
+from services.ingress import contracts, operations, receipts, webhooks
 from services.ingress.problems import Problem, install_problem_handlers, problem_response
 from services.ingress.schemas import Health
 from shared.settings import Settings, get_settings
@@ -124,6 +124,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes)
     app.include_router(operations.router)
     app.include_router(contracts.router)
+    app.include_router(receipts.router)
     app.include_router(webhooks.router)
 
     @app.get("/healthz", response_model=Health, tags=["health"], summary="The process is up")

@@ -476,7 +476,8 @@ def create_app(
         if outage.seconds is not None:
             sandbox.faults.outage_until = sandbox.clock.sched() + outage.seconds
         elif outage.enabled:
-            sandbox.faults.outage_until = float("inf")
+            # Until turned off: ten years from now keeps the state file plain JSON.
+            sandbox.faults.outage_until = sandbox.clock.sched() + 10 * 365 * 86400
         elif outage.enabled is False:
             sandbox.faults.outage_until = None
         else:

@@ -56,7 +56,7 @@ def _receiver_app(receiver: Receiver) -> Starlette:
 @pytest.fixture(scope="module")
 def running() -> Iterator[RunningSandbox]:
     with run_sandbox(
-        api_key=API_KEY, settle_ms=200, retry_base_ms=1000, retry_max_attempts=4
+        api_key=API_KEY, settle_ms=5000, retry_base_ms=10_000, retry_max_attempts=4
     ) as sb:
         yield sb
 

@@ -330,7 +330,7 @@ def test_refund_metadata_update_and_cancel_of_a_refund_that_requires_action(
     )
     with pytest.raises(stripe.InvalidRequestError):
         client.v1.refunds.cancel(refund.id)
-    control.advance(0.2)
+    control.advance(5)
     assert client.v1.refunds.retrieve(refund.id).status == "requires_action"
     updated = client.v1.refunds.update(refund.id, params={"metadata": {"note": "customer called"}})
     assert updated.metadata["note"] == "customer called"
@@ -345,7 +345,7 @@ def test_state_view_and_reset(
     client.v1.charges.create(params={"amount": 5, "currency": "usd"})
     state = control.state()
     assert len(state["charges"]) == 1
-    assert state["settings"]["settle_ms"] == 200
+    assert state["settings"]["settle_ms"] == 5000
     control.reset()
     assert control.state()["charges"] == []
     response = httpx.post(f"{running.base_url}/_sandbox/advance", json={"seconds": -1})

@@ -55,6 +55,7 @@ __all__ = [
     "b64url_decode_strict",
     "b64url_encode",
     "decode_public_key",
+    "ensure_active_key",
     "generate_private_key",
     "key_id_for",
     "keyring_from_rows",
@@ -434,6 +435,34 @@ def active_signing_key(
         with _cache_lock:
             _cache[row.key_id] = private
     return SigningKey(row.key_id, private)
+
+
+def ensure_active_key(
+    session: Session, *, now: datetime, settings: Settings | None = None
+) -> ReceiptKey:
+    """Make sure a key is published as active (first start), without needing its private half.
+
+    With ``PROVELY_RECEIPT_KEY_FILE`` set, the file's key is registered (as signing would);
+    otherwise an existing active key is kept, and one is generated when there is none. A
+    process that only publishes keys (the API) never needs the key file.
+    """
+    from shared.db.models import ReceiptKey
+
+    settings = _settings(settings)
+    if settings.receipt_key_file is not None:
+        key = _from_file(session, settings.receipt_key_file, now=now, settings=settings)
+        row = session.get(ReceiptKey, key.key_id)
+        assert row is not None
+        return row
+    row = _active_row(session)
+    if row is None:
+        _lock_keys(session)
+        row = _active_row(session)
+        if row is None:
+            row = _insert(
+                session, generate_private_key(), store_private=True, now=now, settings=settings
+            )
+    return row
 
 
 def rotate_receipt_key(

@@ -69,7 +69,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start_cli(port: int, state: Path) -> subprocess.Popen[bytes]:
+def _start_cli(port: int, state: Path, *flags: str) -> subprocess.Popen[bytes]:
     provely = Path(sys.executable).with_name("provely")
     process = subprocess.Popen(
         [
@@ -82,6 +82,7 @@ def _start_cli(port: int, state: Path) -> subprocess.Popen[bytes]:
             str(state),
             "--settle-ms",
             "50",
+            *flags,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -118,8 +119,32 @@ def test_the_cli_serves_the_sandbox_and_its_state_file_survives_a_restart(tmp_pa
         charge = _client(base).v1.charges.create(params={"amount": 300, "currency": "usd"})
     finally:
         _stop(process)
-    process = _start_cli(port, state)
+    flags = [
+        "--duplicate",
+        "2",
+        "--drop",
+        "charge.refunded",
+        "--drop",
+        "refund.failed",
+        "--order",
+        "reversed",
+        "--clock-offset",
+        "-30",
+        "--api-version",
+        "2020-08-27",
+    ]
+    process = _start_cli(port, state, *flags, "--outage-seconds", "20")
     try:
+        with pytest.raises(stripe.APIError):  # the outage window from start
+            _client(base).v1.charges.retrieve(charge.id)
+        faults = httpx.get(f"{base}/_sandbox/faults").json()
+        assert faults["duplicate"] == 2
+        assert faults["drop_types"] == ["charge.refunded", "refund.failed"]
+        assert (faults["order"], faults["clock_offset_s"]) == ("reversed", -30)
+        httpx.post(f"{base}/_sandbox/outage", json={"enabled": False})
         assert _client(base).v1.charges.retrieve(charge.id).amount == 300
+        later = _client(base).v1.charges.create(params={"amount": 1, "currency": "usd"})
+        assert later.created <= time.time() - 25
+        assert _client(base).v1.events.list().data[0].api_version == "2020-08-27"
     finally:
         _stop(process)

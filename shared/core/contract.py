@@ -17,11 +17,13 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    SerializerFunctionWrapHandler,
     StrictBool,
     StrictFloat,
     StrictInt,
     StrictStr,
     field_validator,
+    model_serializer,
 )
 
 __all__ = [
@@ -150,16 +152,33 @@ class WebhookVerifier(_Model):
 
 
 class Channel(_Model):
+    """One way of observing. ``provider`` names the connection (readbacks) or the provider
+    whose events (webhooks) the channel reads; without it, the contract's skill provider."""
+
     name: StrictStr
     level: Level
     independence: StrictStr
     verifier: Literal["http", "webhook"]
     description: StrictStr
+    provider: StrictStr | None = None
     typical_latency_ms: StrictInt | None = None
     worst_case_ms: StrictInt | None = None
     freshness_ms: StrictInt | None = None
     http: HttpVerifier | None = None
     webhook: WebhookVerifier | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_default_provider(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A channel without its own provider serialises exactly as before the field existed,
+        # so the canonical JSON (and the hash) of such contracts did not change.
+        data: dict[str, Any] = handler(self)
+        if data.get("provider") is None:
+            data.pop("provider", None)
+        return data
+
+    def provider_of(self, contract: Contract) -> str:
+        """The provider this channel observes: its own, else the contract's skill provider."""
+        return self.provider or contract.skill.provider
 
 
 class CompletionCondition(_Model):

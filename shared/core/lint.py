@@ -17,6 +17,7 @@ Checked on a contract:
 - operands are typed: ``in``/``not_in`` take a list; ``gt gte lt lte`` numbers or number
   expressions; ``time_after``/``time_before`` time expressions or ISO-8601 / epoch literals;
   ``exists`` no operand or a bool;
+- a channel's own ``provider`` (optional; default the skill's) is a provider id;
 - levels, channel verifiers and their parameters, evidence requirements that the completion
   conditions can actually meet, correlation assurance;
 - timing: positive values, backoff maximum ≥ poll interval, stale window > 0,
@@ -337,6 +338,11 @@ class _ContractLinter:
             where = f"channels[{i}]"
             if not re.match(r"^[a-z][a-z0-9_]*$", ch.name):
                 self.err(f"{where}.name", "a channel name is lower-case letters, digits and _")
+            if ch.provider is not None and not re.match(r"^[a-z][a-z0-9_]*$", ch.provider):
+                self.err(
+                    f"{where}.provider",
+                    "a provider id is lower-case letters, digits and _ (as a skill names it)",
+                )
             want = _CHANNEL_LEVEL[ch.verifier]
             if ch.level != want:
                 self.err(

@@ -133,9 +133,12 @@ def render_page(
     channel_rows = [
         (
             _code(ch.name),
-            _verifier_params(ch.http.method, ch.http.path)
-            if ch.http is not None
-            else _webhook_params(ch),
+            (f"provider {_code(ch.provider)}: " if ch.provider is not None else "")
+            + (
+                _verifier_params(ch.http.method, ch.http.path)
+                if ch.http is not None
+                else _webhook_params(ch)
+            ),
             _ms_or_dash(ch.typical_latency_ms),
             _ms_or_dash(ch.worst_case_ms),
             _ms_or_dash(ch.freshness_ms),

@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
 
     from services.cli.scenarios import Outcome, Sandbox
     from services.cli.up import EmbeddedSystem
+    from shared.settings import Settings
 
 __all__ = ["EmbeddedDemoSystem", "register"]
 
@@ -96,30 +96,68 @@ class EmbeddedDemoSystem:
             log_dir=self.log_dir,
             echo=lambda _line: None,
         )
-        self._stack.enter_context(self._system)
+        self._stack.callback(self._system.stop)
+        self._system.start()  # services boot while the scenarios set up their workspaces
         return self
+
+    def wait_ready(self) -> None:
+        assert self._system is not None
+        self._system.wait_ready()
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
-    def cli(self, args: Sequence[str]) -> str:
-        from services.cli.up import provely_argv
+    def _settings(self) -> Settings:
+        from shared.settings import Settings
 
         assert self._system is not None
-        run = subprocess.run(
-            provely_argv(*args),
-            env=self._system.child_env(),
-            capture_output=True,
-            text=True,
-            check=False,
+        env = self._system.child_env()
+        return Settings(
+            data_dir=Path(env["PROVELY_DATA_DIR"]),
+            database_url=env["PROVELY_DATABASE_URL"],
+            broker_url=env["PROVELY_BROKER_URL"],
         )
-        if run.returncode != 0:
-            lines = (run.stderr or run.stdout).strip().splitlines()
-            raise CommandFailed(
-                f"provely {args[0]} {args[1] if len(args) > 1 else ''} failed: "
-                + (lines[-1] if lines else f"exit {run.returncode}")
+
+    def create_workspace(self, name: str) -> tuple[str, str]:
+        """What ``provely workspace create`` does, in this process (no interpreter to start)."""
+        from datetime import UTC, datetime
+
+        from shared.db.session import get_engine, session_scope
+        from shared.db.tenants import create_workspace
+
+        settings = self._settings()
+        with session_scope(get_engine(settings.resolved_database_url())) as session:
+            workspace, api_key = create_workspace(session, name, now=datetime.now(UTC))
+            return workspace.id, api_key
+
+    def connect_stripe(
+        self, workspace_id: str, *, webhook_secret: str, api_key: str, base_url: str
+    ) -> None:
+        """What ``provely connection set --provider stripe`` does, in this process."""
+        from datetime import UTC, datetime
+
+        from shared.db.session import get_engine, session_scope
+        from shared.db.tenants import set_connection
+        from shared.operations import provider_skill
+
+        settings = self._settings()
+        skill = provider_skill("stripe")
+        if skill is None:
+            raise CommandFailed("the Stripe skill is not loaded")
+        with session_scope(get_engine(settings.resolved_database_url())) as session:
+            set_connection(
+                session,
+                workspace_id,
+                provider="stripe",
+                webhook_secrets=[webhook_secret],
+                api_key=api_key,
+                base_url=base_url,
+                signature_scheme=skill.signature_scheme or "stripe",
+                signature_tolerance_seconds=skill.signature_tolerance_seconds or 300,
+                rate_limit_per_second=skill.rate_limit_per_second,
+                settings=settings,
+                now=datetime.now(UTC),
             )
-        return run.stdout
 
     def new_sandbox(self) -> Sandbox:
         from services.cli.scenarios import DEFAULT_SANDBOX_OPTIONS, Sandbox
@@ -422,8 +460,8 @@ def demo(
         try:
             with system:
                 console.print(
-                    f"[dim]Provely API on {system.api_url}; services up in "
-                    f"{time.monotonic() - started:.1f} s[/]"
+                    f"[dim]Provely API on {system.api_url}; services starting "
+                    f"({time.monotonic() - started:.1f} s)[/]"
                 )
                 outcomes = _run_live(console, board, names, system, single, as_json)
                 if not all(o.ok for o in outcomes) and not as_json:

@@ -25,6 +25,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -88,12 +89,22 @@ class System(Protocol):
     @property
     def api_url(self) -> str: ...
 
-    def cli(self, args: Sequence[str]) -> str:
-        """Run ``provely ARGS`` against this system; return stdout; raise on failure."""
+    def create_workspace(self, name: str) -> tuple[str, str]:
+        """Create a workspace as its operator would; return ``(workspace_id, api_key)``."""
+        ...
+
+    def connect_stripe(
+        self, workspace_id: str, *, webhook_secret: str, api_key: str, base_url: str
+    ) -> None:
+        """Store the workspace's Stripe connection (``provely connection set``)."""
         ...
 
     def new_sandbox(self) -> Sandbox:
         """Start a fresh sandbox (its faults and clock are this caller's alone)."""
+        ...
+
+    def wait_ready(self) -> None:
+        """Block until the API answers (the engine sets up workspaces meanwhile)."""
         ...
 
 
@@ -579,8 +590,7 @@ class Outcome:
 
 
 async def _open_workspace(system: System, sandbox: Sandbox, name: str) -> Workspace:
-    created = json.loads(await asyncio.to_thread(system.cli, ["workspace", "create", name]))
-    workspace_id, api_key = created["workspace_id"], created["api_key"]
+    workspace_id, api_key = await asyncio.to_thread(system.create_workspace, name)
     async with httpx.AsyncClient(
         base_url=sandbox.base_url,
         headers={"Authorization": f"Bearer {sandbox.api_key}"},
@@ -595,23 +605,14 @@ async def _open_workspace(system: System, sandbox: Sandbox, name: str) -> Worksp
         )
     if response.status_code != 200:
         raise ScenarioFailed(f"cannot register the webhook endpoint: {response.text[:300]}")
-    secret = response.json()["secret"]
     await asyncio.to_thread(
-        system.cli,
-        [
-            "connection",
-            "set",
-            "--workspace",
+        partial(
+            system.connect_stripe,
             workspace_id,
-            "--provider",
-            "stripe",
-            "--webhook-secret",
-            secret,
-            "--api-key",
-            sandbox.api_key,
-            "--base-url",
-            sandbox.base_url,
-        ],
+            webhook_secret=response.json()["secret"],
+            api_key=sandbox.api_key,
+            base_url=sandbox.base_url,
+        )
     )
     return Workspace(workspace_id, api_key, sandbox)
 
@@ -701,6 +702,7 @@ async def run_scenarios(
         raise ValueError(f"unknown scenario(s): {', '.join(unknown)}")
     sink = sink or (lambda _name, _update: None)
     scenarios = [SCENARIOS[n] for n in names]
+    ready = asyncio.ensure_future(asyncio.to_thread(system.wait_ready))
 
     shared_needed = any(not s.own_sandbox for s in scenarios)
     shared_sandbox = await asyncio.to_thread(system.new_sandbox) if shared_needed else None
@@ -723,6 +725,7 @@ async def run_scenarios(
     async def run(s: Scenario) -> Outcome:
         try:
             workspace = await setups[s.name]
+            await asyncio.shield(ready)
         except (ScenarioFailed, httpx.HTTPError, RuntimeError, KeyError, ValueError) as exc:
             outcome = Outcome(s.name, ok=False, expected=s.expected, error=f"setup: {exc}")
             sink(s.name, {"done": outcome})

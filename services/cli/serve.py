@@ -16,6 +16,7 @@ sweeper ends its current pass.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shutil
 import tempfile
@@ -31,6 +32,7 @@ group = typer.Typer(
 )
 
 _MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+_OWN_METRICS_DIR: list[str] = []
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -48,6 +50,7 @@ def _use_multiprocess_metrics() -> None:
         return
     directory = tempfile.mkdtemp(prefix="provely-metrics-")
     os.environ[_MULTIPROC_ENV] = directory
+    _OWN_METRICS_DIR.append(directory)
     atexit.register(shutil.rmtree, directory, True)
 
 
@@ -133,12 +136,30 @@ def _run_worker(
         if pid is not None:
             mark_process_dead(pid)
 
+    log = get_logger("provely.serve")
+
+    def shutting_down(sig: Any = None, how: Any = None, **_: Any) -> None:
+        log.info("worker.stopping", role=role, signal=str(sig), how=str(how))
+
+    def shut_down(sender: Any = None, **_: Any) -> None:
+        """The warm shutdown is complete: tasks finished, acks flushed, unacknowledged messages
+        handed back to the broker. Exit now; the interpreter's own teardown of a worker takes
+        seconds and holds nothing that still matters."""
+        code = getattr(sender, "exitcode", 0) or 0
+        log.info("worker.stopped", role=role, exit_code=code)
+        logging.shutdown()
+        directory = os.environ.get(_MULTIPROC_ENV)
+        if directory and directory.startswith(tempfile.gettempdir()) and _OWN_METRICS_DIR:
+            shutil.rmtree(directory, ignore_errors=True)
+        os._exit(int(code))
+
     signals.setup_logging.connect(keep_our_logging, weak=False)
+    signals.worker_shutting_down.connect(shutting_down, weak=False)
+    signals.worker_shutdown.connect(shut_down, weak=False)
     signals.worker_process_shutdown.connect(child_exited, weak=False)
     install_celery_hooks()
     if port is not None:
         start_metrics_server(port)
-    log = get_logger("provely.serve")
     log.info("worker.starting", role=role, queue=queue, concurrency=concurrency, pool=pool)
     argv = [
         "worker",

@@ -10,7 +10,7 @@ applies the migrations, then starts each service as its own child process — ex
 - Ctrl-C or SIGTERM stops every child gracefully (SIGTERM: uvicorn finishes its requests, the
   Celery workers their tasks; anything unacknowledged stays in the broker), then kills what is
   still running after the grace period;
-- children die with their supervisor (Linux parent-death signal), so none is left behind.
+- children stop themselves when their supervisor disappears, so none is left behind.
 
 Everything durable lives in the data directory: stop, start again, and open operations carry on
 from ``next_observation_at`` (the sweeper re-sends what came due meanwhile).
@@ -43,14 +43,17 @@ __all__ = [
     "register",
 ]
 
-# Runs the ``provely`` CLI in a child that gets SIGTERM when its parent dies (PR_SET_PDEATHSIG).
+# Runs the ``provely`` CLI in a child that stops itself (SIGTERM, so gracefully) when its
+# parent goes away: a watcher thread compares the parent pid once a second. (The kernel's
+# parent-death signal would follow the *thread* that spawned the child, not the process.)
 _BOOTSTRAP = (
-    "import sys\n"
-    "try:\n"
-    "    import ctypes\n"
-    "    ctypes.CDLL(None).prctl(1, 15)\n"
-    "except Exception:\n"
-    "    pass\n"
+    "import os, signal, sys, threading, time\n"
+    "_parent = os.getppid()\n"
+    "def _watch():\n"
+    "    while os.getppid() == _parent:\n"
+    "        time.sleep(1.0)\n"
+    "    os.kill(os.getpid(), signal.SIGTERM)\n"
+    "threading.Thread(target=_watch, name='parent-watch', daemon=True).start()\n"
     "sys.argv[0] = 'provely'\n"
     "from services.cli.main import main\n"
     "main()\n"
@@ -177,6 +180,18 @@ class Supervisor:
             self._echo(f"{child.spec.name} exited with code {code}; restarting in {backoff:.1f} s")
             child.restart_at = now + backoff
 
+    def check_running(self) -> None:
+        """Raise when a service has exited (used while waiting for the system to start)."""
+        for child in self._children.values():
+            process = child.process
+            if process is not None and process.poll() is not None:
+                where = (
+                    f"; see {self._log_dir / (child.spec.name + '.log')}" if self._log_dir else ""
+                )
+                raise SupervisorError(
+                    f"{child.spec.name} exited with code {process.returncode} at start{where}"
+                )
+
     def restart(self, name: str) -> None:
         """Start a service again now (after ``kill``)."""
         child = self._children[name]
@@ -186,7 +201,12 @@ class Supervisor:
         self._spawn(child)
 
     def stop(self, grace_s: float = 20.0) -> None:
-        """SIGTERM every child, wait up to ``grace_s``, then SIGKILL what is left."""
+        """SIGTERM every service's main process, wait up to ``grace_s``, then SIGKILL the rest.
+
+        Only the main process gets SIGTERM: it stops its own children (uvicorn's workers,
+        Celery's pool) in order. Signalling the whole group would kill a Celery pool process
+        under a running task and make the worker wait for replacements.
+        """
         self._stopping = True
         running = [
             c.process
@@ -195,7 +215,7 @@ class Supervisor:
         ]
         for process in running:
             with suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
+                process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         for process in running:
             remaining = max(0.0, deadline - time.monotonic())
@@ -206,7 +226,7 @@ class Supervisor:
                 with suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=5)
-        # The process groups may hold pool children that outlived their parent.
+        # A process group may still hold children that outlived their parent.
         for process in running:
             with suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
@@ -285,10 +305,6 @@ class EmbeddedSystem:
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
-    def settings_env(self) -> dict[str, str]:
-        """The environment a ``provely`` command needs to act on this system (admin CLI …)."""
-        return self.child_env()
-
     def specs(self) -> list[ChildSpec]:
         return [
             ChildSpec(
@@ -308,6 +324,9 @@ class EmbeddedSystem:
 
     def prepare(self) -> None:
         """Create the data directory, migrate the database, create the broker's tables."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from shared.db.migrate import upgrade
         from shared.settings import Settings
 
         env = self.child_env()
@@ -317,40 +336,45 @@ class EmbeddedSystem:
             database_url=env.get("PROVELY_DATABASE_URL") or None,
             broker_url=env.get("PROVELY_BROKER_URL") or None,
         )
-        run = subprocess.run(
-            provely_argv("db", "upgrade", "--url", settings.resolved_database_url()),
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if run.returncode != 0:
-            lines = (run.stderr or run.stdout).strip().splitlines()
-            raise SupervisorError(
-                "migrations failed: " + (lines[-1] if lines else f"exit {run.returncode}")
-            )
-        _create_broker_tables(settings.resolved_broker_url())
+        try:
+            upgrade(settings.resolved_database_url(), "head")
+            _create_broker_tables(settings.resolved_broker_url())
+        except SQLAlchemyError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+            raise SupervisorError(f"cannot prepare the database: {first}") from None
 
-    def __enter__(self) -> EmbeddedSystem:
+    def start(self) -> None:
+        """Prepare, then start every service (without waiting for them)."""
         self.prepare()
         self.supervisor = Supervisor(
             self.specs(), env=self.child_env(), log_dir=self.log_dir, echo=self.echo
         )
         self.supervisor.start()
-        try:
-            _wait_http(
-                f"{self.api_url}/healthz",
-                timeout_s=self.startup_timeout_s,
-                alive=self.supervisor.poll,
-            )
-        except BaseException:
+
+    def wait_ready(self) -> None:
+        """Wait until the API answers (restarting services that die meanwhile)."""
+        assert self.supervisor is not None
+        _wait_http(
+            f"{self.api_url}/healthz",
+            timeout_s=self.startup_timeout_s,
+            alive=self.supervisor.check_running,
+        )
+
+    def stop(self) -> None:
+        if self.supervisor is not None:
             self.supervisor.stop()
+
+    def __enter__(self) -> EmbeddedSystem:
+        try:
+            self.start()
+            self.wait_ready()
+        except BaseException:
+            self.stop()
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.supervisor is not None:
-            self.supervisor.stop()
+        self.stop()
 
 
 @contextmanager

@@ -9,6 +9,7 @@ Stripe sandbox is a ``provely sandbox stripe`` process. It implements the scenar
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
@@ -94,6 +95,9 @@ class DistributedSystem:
                 raise RuntimeError("the ingress did not start:\n" + self.log_tail())
             time.sleep(0.1)
 
+    def wait_ready(self) -> None:
+        """``start`` already waited for the API."""
+
     def stop(self) -> None:
         if self.supervisor is not None:
             self.supervisor.stop()
@@ -112,6 +116,30 @@ class DistributedSystem:
         if run.returncode != 0:
             raise RuntimeError(f"provely {' '.join(args[:2])} failed: {run.stderr.strip()}")
         return run.stdout
+
+    def create_workspace(self, name: str) -> tuple[str, str]:
+        created = json.loads(self.cli(["workspace", "create", name]))
+        return created["workspace_id"], created["api_key"]
+
+    def connect_stripe(
+        self, workspace_id: str, *, webhook_secret: str, api_key: str, base_url: str
+    ) -> None:
+        self.cli(
+            [
+                "connection",
+                "set",
+                "--workspace",
+                workspace_id,
+                "--provider",
+                "stripe",
+                "--webhook-secret",
+                webhook_secret,
+                "--api-key",
+                api_key,
+                "--base-url",
+                base_url,
+            ]
+        )
 
     def new_sandbox(self) -> Sandbox:
         port = free_port()

@@ -48,6 +48,7 @@ from shared.core.expressions import (
     UNKNOWN,
     EvaluationContext,
     Expression,
+    LiteralOperand,
     Operand,
     compile_expression,
     compile_operand,
@@ -78,6 +79,7 @@ _EVIDENCE_FLOOR: Final = 2  # E2: the action response (E1) never verifies
 _FINAL_FROM_MAP: Final = frozenset({Verdict.FAILED, Verdict.CONTRADICTED})
 _NOT_IN_MAP: Final = frozenset({Verdict.VERIFIED, Verdict.EXPIRED})
 _NOT_ON_TIMEOUT: Final = frozenset({Verdict.VERIFIED, Verdict.FAILED})
+_NOT_LITERAL: Final = object()
 _UNAVAILABLE: Final = frozenset({ObservationStatus.UNAVAILABLE, ObservationStatus.ERROR})
 
 EXPLANATIONS: Final[Mapping[str, str]] = {
@@ -108,7 +110,10 @@ class _Condition:
         "fixed_note",
         "fn",
         "id",
+        "index",
         "kind",
+        "literal",
+        "literal_plain",
         "missing",
         "op",
         "operand",
@@ -136,6 +141,11 @@ class _Condition:
         self.op = op
         self.fn = operator_function(op)
         self.operand: Operand = compile_operand(value)
+        self.index = 0  # position in the compiled contract's list of all conditions
+        self.literal: Any = (
+            self.operand.value if isinstance(self.operand, LiteralOperand) else _NOT_LITERAL
+        )
+        self.literal_plain: Any = _plain(self.literal)
         self.prose = prose
         self.class_ = class_
         self.verdict = verdict
@@ -242,6 +252,9 @@ class _Compiled:
             for r in contract.verdict_map
         )
         self.all_conditions = self.completion + self.negative + self.verdict_map
+        self.completion_count = len(self.completion)
+        for index, cond in enumerate(self.all_conditions):
+            cond.index = index
         completion_channels: set[str] = set()
         for cond in self.completion:
             completion_channels |= cond.channels
@@ -301,6 +314,11 @@ def _utc(value: datetime) -> datetime:
 
 
 def _usable_key(value: Any) -> bool:
+    kind = type(value)
+    if kind is str:
+        return bool(value)
+    if kind is int:
+        return True
     if isinstance(value, str):
         return bool(value)
     return isinstance(value, int) and not isinstance(value, bool)
@@ -424,7 +442,10 @@ def decide(
         if obs is None:
             notes[name] = "no_observation"
             continue
-        is_fresh = now - _utc(obs.observed_at) <= channel.freshness
+        observed_at = obs.observed_at
+        if observed_at.tzinfo is None:
+            observed_at = observed_at.replace(tzinfo=UTC)
+        is_fresh = now - observed_at <= channel.freshness
         fresh[name] = is_fresh
         status = obs.status
         if status != ObservationStatus.OK:
@@ -441,18 +462,27 @@ def decide(
             continue
         value = obs.value
         observed[name] = value
-        if channel.webhook and isinstance(value, Mapping) and value.get("unsupported"):
+        if (
+            channel.webhook
+            and (type(value) is dict or isinstance(value, Mapping))
+            and value.get("unsupported")
+        ):
             notes[name] = "api_version_unsupported"
     context.observed = observed
 
     results: list[ConditionResult] = []
+    truths: list[bool | None] = []
     note_cache: dict[tuple[str, ...], str | None] = {}
-    holds: dict[str, bool | None] = {}
     for cond in compiled.all_conditions:
         left = cond.path.resolve(context, cond.missing)
-        right = cond.operand.resolve(context)
+        right = cond.literal
+        if right is _NOT_LITERAL:
+            right = cond.operand.resolve(context)
+            expected = right if type(right) in _PLAIN_TYPES else _plain(right)
+        else:
+            expected = cond.literal_plain
         truth = cond.fn(left, right)
-        holds[cond.id] = truth
+        truths.append(truth)
         note = cond.fixed_note
         if note is None and cond.channel_list:
             key = cond.channel_list
@@ -467,7 +497,7 @@ def decide(
                 cond.kind,
                 truth,
                 left if type(left) in _PLAIN_TYPES else _plain(left),
-                right if type(right) in _PLAIN_TYPES else _plain(right),
+                expected,
                 note,
             )
         )
@@ -510,7 +540,7 @@ def decide(
     else:
         chosen = None
         for cond in compiled.negative:
-            if cond.allowed and holds[cond.id] is True:
+            if cond.allowed and truths[cond.index] is True:
                 chosen = cond
                 break
         if chosen is not None:
@@ -519,7 +549,7 @@ def decide(
             decided_by = chosen.channels
         else:
             for cond in compiled.verdict_map:
-                if cond.allowed and holds[cond.id] is True:
+                if cond.allowed and truths[cond.index] is True:
                     chosen = cond
                     break
             if chosen is not None and chosen.verdict is not None:
@@ -530,7 +560,8 @@ def decide(
             else:
                 verdict, reason = Verdict.PENDING, "awaiting_evidence"
                 explanation = None
-                if all(holds[cond.id] is True for cond in compiled.completion):
+                head = truths[: compiled.completion_count]
+                if None not in head and False not in head:
                     if _evidence_met(compiled, observed):
                         verdict, reason, final = Verdict.VERIFIED, "all_conditions_hold", True
                         explanation = compiled.verified_explanation

@@ -550,3 +550,28 @@ def test_unusual_observed_values_are_recorded_as_given() -> None:
     decision = run(verified_set(status=("succeeded",)))
     assert condition(decision, "refund_status_succeeded").observed == ("succeeded",)
     assert decision.verdict is Verdict.PENDING
+
+
+class _RefundId(str):
+    pass
+
+
+def test_subject_ids_of_str_subclasses_correlate() -> None:
+    assert (
+        correlation_keys(C, facts(action_result={"id": _RefundId("re_1")}))["refund_id"] == "re_1"
+    )
+    assert "refund_id" not in correlation_keys(C, facts(action_result={"id": _RefundId("")}))
+
+
+def test_a_read_only_mapping_reduction_is_read_like_a_dict() -> None:
+    from types import MappingProxyType
+
+    reduction = webhook("refund_succeeded_events", [event("evt_old", api_version="2020-08-27")])
+    frozen = Observation(
+        reduction.channel,
+        reduction.observed_at,
+        reduction.status,
+        MappingProxyType(reduction.value),
+    )
+    decision = run([readback(), frozen])
+    assert condition(decision, "refund_event_succeeded").note == "api_version_unsupported"

@@ -9,6 +9,10 @@
   gets a new decision: evidence that contradicts it, and is newer than the evidence that
   verified it, moves the operation to HUMAN_REVIEW (cause ``late_contradiction``) and that
   transition issues the superseding receipt.
+- :func:`request_recheck` (the webhook intake's late-event hook) and :func:`recheck_verified`
+  (called by the evaluation of a rechecked operation) are how that new evidence is read: a late
+  event of a VERIFIED operation schedules one more reading of it, and the engine's answer over
+  that reading goes to :func:`check_late_evidence`.
 - :func:`verify_receipt_document` checks a receipt document against a key ring, offline.
 
 Errors::
@@ -58,7 +62,10 @@ __all__ = [
     "check_late_evidence",
     "current_receipt",
     "issue_receipt",
+    "needs_recheck",
     "receipt_document_for",
+    "recheck_verified",
+    "request_recheck",
     "verify_receipt_document",
 ]
 
@@ -418,6 +425,7 @@ def check_late_evidence(
         cause=LATE_CONTRADICTION,
         now=now,
         details=details,
+        changes={"next_observation_at": None, "enqueued_at": None},
     )
     if not changed:
         return CheckOutcome.LOST_RACE, None
@@ -425,6 +433,98 @@ def check_late_evidence(
     if receipt is None or (previous is not None and receipt.id == previous.id):
         receipt = issue_receipt(session, operation, now=now, settings=settings)
     return CheckOutcome.FLAGGED, receipt
+
+
+# ---------------------------------------------------------------------------------------------
+# Rechecking a VERIFIED operation when a late event names it
+#
+# A VERIFIED operation is no longer observed. When the webhook intake links a new event to it
+# (``shared.intake.register_late_event_hook``), :func:`request_recheck` schedules one more
+# observation of it (a new fence, due now) and sends the observe message after the intake
+# commits. The observer reads an operation for which :func:`needs_recheck` holds even though it
+# is final, and the evaluation of such an operation goes through :func:`recheck_verified`: the
+# engine decides over the fresh readings and :func:`check_late_evidence` acts on the answer.
+
+
+def needs_recheck(operation: Operation) -> bool:
+    """A VERIFIED operation with an observation scheduled: a late event asked for a recheck."""
+    return (
+        operation.state == OperationState.VERIFIED
+        and operation.final
+        and operation.next_observation_at is not None
+    )
+
+
+def request_recheck(session: Session, operation: Operation, event: Any, now: datetime) -> None:
+    """Late-event hook: schedule one readback of a VERIFIED operation now (fence + 1).
+
+    Runs in the intake's transaction; the observe message is sent after it commits (the
+    observer drops it as stale if another recheck moved the fence on meanwhile).
+    """
+    from sqlalchemy import event as orm_event
+    from sqlalchemy import update
+    from sqlalchemy.orm.attributes import set_committed_value
+
+    from shared.db.models import Operation as OperationRow
+
+    if operation.state != OperationState.VERIFIED:
+        return
+    fence = session.execute(
+        update(OperationRow)
+        .where(
+            OperationRow.id == operation.id,
+            OperationRow.state == OperationState.VERIFIED.value,
+        )
+        .values(fence=OperationRow.fence + 1, next_observation_at=now, enqueued_at=now)
+        .returning(OperationRow.fence)
+        .execution_options(synchronize_session=False)
+    ).scalar_one_or_none()
+    if fence is None:
+        return
+    set_committed_value(operation, "fence", fence)
+    set_committed_value(operation, "next_observation_at", now)
+    set_committed_value(operation, "enqueued_at", now)
+    operation_id = operation.id
+
+    def dispatch(_session: Session) -> None:
+        from shared.scheduling import dispatch_observe
+
+        dispatch_observe(operation_id, fence, countdown_s=0)
+
+    orm_event.listen(session, "after_commit", dispatch, once=True)
+
+
+def recheck_verified(
+    session: Session,
+    operation: Operation,
+    observations: Sequence[Any],
+    *,
+    now: datetime,
+    settings: Settings | None = None,
+) -> tuple[CheckOutcome, Receipt | None]:
+    """Evaluate a rechecked VERIFIED operation over its latest ``observations`` (core values).
+
+    The recheck marker is cleared whatever the answer; a contradiction flags the operation
+    (see :func:`check_late_evidence`).
+    """
+    from sqlalchemy import update
+
+    from shared.core.engine import decide
+    from shared.db.models import Operation as OperationRow
+    from shared.operations import contract_for, facts_for
+
+    if not needs_recheck(operation):
+        return CheckOutcome.NOT_APPLICABLE, None
+    decision = decide(contract_for(session, operation), facts_for(operation), observations, now)
+    outcome, receipt = check_late_evidence(session, operation, decision, now=now, settings=settings)
+    if outcome is not CheckOutcome.FLAGGED:
+        session.execute(
+            update(OperationRow)
+            .where(OperationRow.id == operation.id, OperationRow.fence == operation.fence)
+            .values(next_observation_at=None, enqueued_at=None)
+            .execution_options(synchronize_session=False)
+        )
+    return outcome, receipt
 
 
 # ---------------------------------------------------------------------------------------------

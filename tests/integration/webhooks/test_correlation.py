@@ -230,7 +230,10 @@ def test_late_event_of_a_final_operation_is_stored_linked_and_handed_to_hooks(
     assert links(pg_engine, op_id) == [("evt_late", "resource_id", "strong")]
     assert seen == [(op_id, "evt_late")]
     after = load_operation(pg_engine, op_id)
-    assert (after.fence, after.state) == (before.fence, "VERIFIED")  # no wake
+    # Not a wake: the verdict stays. The receipts' late-event hook (registered by the app)
+    # schedules one recheck reading of the VERIFIED operation (a new fence, due now).
+    assert (after.fence, after.state) == (before.fence + 1, "VERIFIED")
+    assert after.next_observation_at is not None
 
 
 def test_other_workspaces_never_correlate(

@@ -86,18 +86,22 @@ def create_app(
     app.state.config = config
     app.state.ledger = ledger
 
+    clients: dict[tuple[str, str | None], stripe.StripeClient] = {}
+
     def charge_of_session(session: Any) -> str:
         intent_id = session["payment_intent"]
         if not intent_id:
             raise HTTPException(422, "the checkout session has no payment")
         if not config.api_key:
             raise HTTPException(503, "STRIPE_API_KEY is not configured")
-        client = stripe.StripeClient(
-            config.api_key,
-            base_addresses={"api": config.api_base} if config.api_base else None,
-            max_network_retries=2,
-        )
-        intent = client.v1.payment_intents.retrieve(intent_id)
+        key = (config.api_key, config.api_base)
+        if key not in clients:
+            clients[key] = stripe.StripeClient(
+                config.api_key,
+                base_addresses={"api": config.api_base} if config.api_base else None,
+                max_network_retries=2,
+            )
+        intent = clients[key].v1.payment_intents.retrieve(intent_id)
         return str(intent.latest_charge)
 
     @app.post("/webhooks/stripe")

@@ -14,22 +14,29 @@ class SandboxControlError(Exception):
 
 
 class SandboxControl:
-    """Drive time, outcomes and faults of a running sandbox at ``base_url``."""
+    """Drive time, outcomes and faults of a running sandbox at ``base_url``.
+
+    Keeps one connection pool: ``close()`` it, or use the client as a context manager."""
 
     def __init__(self, base_url: str, *, timeout_s: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
-        self._timeout_s = timeout_s
+        self._client = httpx.Client(timeout=timeout_s)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> SandboxControl:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _call(
         self, method: str, path: str, body: dict[str, Any] | None = None, **query: Any
     ) -> Any:
         params = {k: v for k, v in query.items() if v is not None}
-        response = httpx.request(
-            method,
-            f"{self.base_url}/_sandbox/{path}",
-            json=body,
-            params=params,
-            timeout=self._timeout_s,
+        response = self._client.request(
+            method, f"{self.base_url}/_sandbox/{path}", json=body, params=params
         )
         data = response.json()
         if response.status_code != 200:

@@ -13,8 +13,11 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from services.sandbox.client import SandboxControl
 
 __all__ = ["RunningSandbox", "run_app", "run_sandbox"]
 
@@ -70,16 +73,20 @@ class RunningSandbox:
     base_url: str
     api_key: str
     app: Any
+    _control: SandboxControl | None = field(default=None, repr=False)
 
     @property
     def sandbox(self) -> Any:
         return self.app.state.sandbox
 
     @property
-    def control(self) -> Any:
-        from services.sandbox.client import SandboxControl
+    def control(self) -> SandboxControl:
+        """One control client per running sandbox, closed when the sandbox stops."""
+        if self._control is None:
+            from services.sandbox.client import SandboxControl
 
-        return SandboxControl(self.base_url)
+            self._control = SandboxControl(self.base_url)
+        return self._control
 
 
 @contextlib.contextmanager
@@ -91,4 +98,9 @@ def run_sandbox(
 
     app = create_app(**options)
     with run_app(app, host=host, port=port) as base_url:
-        yield RunningSandbox(base_url=base_url, api_key=api_key, app=app)
+        running = RunningSandbox(base_url=base_url, api_key=api_key, app=app)
+        try:
+            yield running
+        finally:
+            if running._control is not None:
+                running._control.close()

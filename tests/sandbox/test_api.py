@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
 import pytest
 import stripe
 
 from services.sandbox.client import SandboxControl
 from services.sandbox.runner import RunningSandbox
-from tests.sandbox.conftest import API_KEY, Receiver
+from tests.sandbox.conftest import API_KEY, Receiver, http
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
@@ -73,7 +72,7 @@ def test_an_idempotent_retry_through_the_library_returns_the_same_refund(
     assert err.value.json_body["error"]["type"] == "idempotency_error"
 
     # The same key on another endpoint is also refused.
-    response = httpx.post(
+    response = http.post(
         f"{running.base_url}/v1/charges",
         headers={**AUTH, "Idempotency-Key": "op_0001"},
         data={"amount": "400", "currency": "eur"},
@@ -84,14 +83,14 @@ def test_an_idempotent_retry_through_the_library_returns_the_same_refund(
 
 def test_secret_key_auth(running: RunningSandbox, control: SandboxControl) -> None:
     url = f"{running.base_url}/v1/charges"
-    missing = httpx.get(url)
+    missing = http.get(url)
     assert missing.status_code == 401
     assert missing.json()["error"]["type"] == "invalid_request_error"
     for bad in ("sk_live_abcdefghijkl", "pk_test_abcdef", "sk_test_"):
-        response = httpx.get(url, headers={"Authorization": f"Bearer {bad}"})
+        response = http.get(url, headers={"Authorization": f"Bearer {bad}"})
         assert response.status_code == 401, bad
-    assert httpx.get(url, headers={"Authorization": "Bearer sk_test_anything"}).status_code == 200
-    assert httpx.get(url, auth=("sk_test_basic", "")).status_code == 200  # curl -u style
+    assert http.get(url, headers={"Authorization": "Bearer sk_test_anything"}).status_code == 200
+    assert http.get(url, auth=("sk_test_basic", "")).status_code == 200  # curl -u style
     with pytest.raises(stripe.AuthenticationError):
         stripe.StripeClient(
             "sk_live_nope", base_addresses={"api": running.base_url}, max_network_retries=0
@@ -105,7 +104,7 @@ def test_form_encoding_nested_metadata_and_bracket_arrays(
         f"url={receiver.url}&enabled_events[]=refund.created&enabled_events[]=charge.refunded"
         "&metadata[team]=billing&metadata[tier]=gold"
     )
-    response = httpx.post(
+    response = http.post(
         f"{running.base_url}/v1/webhook_endpoints",
         headers={**AUTH, "Content-Type": "application/x-www-form-urlencoded"},
         content=body,
@@ -117,7 +116,7 @@ def test_form_encoding_nested_metadata_and_bracket_arrays(
     assert endpoint["id"].startswith("we_")
     assert endpoint["secret"].startswith("whsec_")
     # The secret is shown once, at creation.
-    shown = httpx.get(f"{running.base_url}/v1/webhook_endpoints/{endpoint['id']}", headers=AUTH)
+    shown = http.get(f"{running.base_url}/v1/webhook_endpoints/{endpoint['id']}", headers=AUTH)
     assert "secret" not in shown.json()
 
 
@@ -156,7 +155,7 @@ def test_error_envelopes_carry_type_code_message_and_param(
         ("GET", "/v1/nothing_here", {}, 404, None, None),
     ]
     for method, path, data, status, code, param in cases:
-        response = httpx.request(
+        response = http.request(
             method, f"{running.base_url}{path}", headers=AUTH, data=data or None
         )
         assert response.status_code == status, (path, response.text)
@@ -179,7 +178,7 @@ def test_list_envelope_and_pagination(running: RunningSandbox, client: stripe.St
     ids = [
         client.v1.charges.create(params={"amount": 100 + i, "currency": "usd"}).id for i in range(5)
     ]
-    first = httpx.get(f"{running.base_url}/v1/charges", params={"limit": 2}, headers=AUTH).json()
+    first = http.get(f"{running.base_url}/v1/charges", params={"limit": 2}, headers=AUTH).json()
     assert first["object"] == "list"
     assert first["url"] == "/v1/charges"
     assert first["has_more"] is True
@@ -219,7 +218,7 @@ def test_events_carry_request_and_api_version_and_filter_by_type_and_created(
     client.v1.charges.create(params={"amount": 1, "currency": "usd"})
     later = client.v1.events.list(params={"created": {"gte": created + 60}}).data
     assert [e.type for e in later] == ["charge.succeeded", "refund.updated"]
-    raw = httpx.get(
+    raw = http.get(
         f"{running.base_url}/v1/events",
         params={"type": "charge.succeeded", "created[gte]": str(created + 60)},
         headers=AUTH,
@@ -348,7 +347,7 @@ def test_state_view_and_reset(
     assert state["settings"]["settle_ms"] == 5000
     control.reset()
     assert control.state()["charges"] == []
-    response = httpx.post(f"{running.base_url}/_sandbox/advance", json={"seconds": -1})
+    response = http.post(f"{running.base_url}/_sandbox/advance", json={"seconds": -1})
     assert response.status_code == 400
     assert "seconds" in response.json()["error"]["message"]
-    assert json.loads(httpx.get(f"{running.base_url}/_sandbox/outcomes").text)["outcomes"]
+    assert json.loads(http.get(f"{running.base_url}/_sandbox/outcomes").text)["outcomes"]

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 import stripe
 
 from examples.entitlement_app import create_app
 from services.sandbox.client import SandboxControl
 from services.sandbox.runner import RunningSandbox, run_app
+from tests.sandbox.conftest import http
 
 
 @pytest.fixture(params=[False, True], ids=["correct_app", "refund_ignoring_app"])
@@ -26,7 +26,7 @@ def app_url(
 
 
 def _seats(url: str, charge_id: str) -> int:
-    response = httpx.get(f"{url}/entitlements/{charge_id}")
+    response = http.get(f"{url}/entitlements/{charge_id}")
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["charge"] == charge_id
@@ -103,4 +103,31 @@ def test_the_app_refuses_a_badly_signed_delivery(
     paid = control.complete_checkout(amount=1000, metadata={"seats": "1"})
     [delivery, *_] = control.delivered(type="checkout.session.completed")
     assert delivery["attempts"][0]["status_code"] == 400
-    assert httpx.get(f"{url}/entitlements/{paid['charge']['id']}").status_code == 404
+    assert http.get(f"{url}/entitlements/{paid['charge']['id']}").status_code == 404
+
+
+def test_refund_delivered_before_the_grant_still_ends_at_zero(
+    app_url: tuple[str, Any], running: RunningSandbox, control: SandboxControl
+) -> None:
+    url, app = app_url
+    client = stripe.StripeClient(
+        running.api_key, base_addresses={"api": running.base_url}, max_network_retries=0
+    )
+    endpoint = client.v1.webhook_endpoints.create(
+        params={
+            "url": f"{url}/webhooks/stripe",
+            "enabled_events": ["checkout.session.completed", "charge.refunded"],
+        }
+    )
+    app.state.config.webhook_secret = endpoint.secret
+    control.faults(order="reversed", duplicate=2)
+    paid = control.complete_checkout(amount=3000, quantity=3, metadata={"seats": "3"})
+    client.v1.refunds.create(params={"charge": paid["charge"]["id"]})
+    released = control.release()
+    assert len(released) == 4
+    rows = control.delivered()
+    arrival = [d["event_type"] for d in rows]  # listed in release (= sending) order
+    assert arrival[0] == "charge.refunded"
+    assert all(d["status"] == "delivered" for d in rows)
+    expected = 3 if app.state.config.ignore_refunds else 0
+    assert _seats(url, paid["charge"]["id"]) == expected

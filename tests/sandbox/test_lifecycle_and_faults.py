@@ -7,13 +7,12 @@ import random
 import time
 from typing import Any
 
-import httpx
 import pytest
 import stripe
 
 from services.sandbox.client import SandboxControl
 from services.sandbox.runner import RunningSandbox, run_sandbox
-from tests.sandbox.conftest import API_KEY, Receiver
+from tests.sandbox.conftest import API_KEY, Receiver, http
 
 SETTLE_S = 5.0  # the module sandbox runs with settle_ms=5000 (real time never catches up)
 
@@ -259,7 +258,7 @@ def test_outage_window_answers_503_in_stripes_envelope(
 ) -> None:
     charge = client.v1.charges.create(params={"amount": 5, "currency": "usd"})
     control.outage(seconds=30)
-    response = httpx.get(
+    response = http.get(
         f"{running.base_url}/v1/charges/{charge.id}",
         headers={"Authorization": f"Bearer {API_KEY}"},
     )

@@ -18,6 +18,7 @@ import stripe
 from services.sandbox.errors import StateFileError
 from services.sandbox.runner import run_sandbox
 from services.sandbox.stripe import create_app
+from tests.sandbox.conftest import http
 
 KEY = "sk_test_persist"
 
@@ -91,7 +92,7 @@ def _start_cli(port: int, state: Path, *flags: str) -> subprocess.Popen[bytes]:
     deadline = time.monotonic() + 20
     while True:
         try:
-            httpx.get(f"http://127.0.0.1:{port}/_sandbox/faults", timeout=1)
+            http.get(f"http://127.0.0.1:{port}/_sandbox/faults", timeout=1)
             return process
         except httpx.TransportError:
             if process.poll() is not None or time.monotonic() > deadline:
@@ -137,11 +138,11 @@ def test_the_cli_serves_the_sandbox_and_its_state_file_survives_a_restart(tmp_pa
     try:
         with pytest.raises(stripe.APIError):  # the outage window from start
             _client(base).v1.charges.retrieve(charge.id)
-        faults = httpx.get(f"{base}/_sandbox/faults").json()
+        faults = http.get(f"{base}/_sandbox/faults").json()
         assert faults["duplicate"] == 2
         assert faults["drop_types"] == ["charge.refunded", "refund.failed"]
         assert (faults["order"], faults["clock_offset_s"]) == ("reversed", -30)
-        httpx.post(f"{base}/_sandbox/outage", json={"enabled": False})
+        http.post(f"{base}/_sandbox/outage", json={"enabled": False})
         assert _client(base).v1.charges.retrieve(charge.id).amount == 300
         later = _client(base).v1.charges.create(params={"amount": 1, "currency": "usd"})
         assert later.created <= time.time() - 25

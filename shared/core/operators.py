@@ -98,7 +98,13 @@ def truth_and(values: Any) -> Truth:
     return result
 
 
+_FAST: Final = frozenset({str, int})
+
+
 def _eq(left: Any, right: Any) -> Truth:
+    kind_left = type(left)
+    if kind_left is type(right) and kind_left in _FAST:
+        return bool(left == right)  # the common case: two strings or two integers
     if left is UNKNOWN or right is UNKNOWN:
         return None
     kind = _kind(left)
@@ -119,6 +125,9 @@ def _eq(left: Any, right: Any) -> Truth:
 
 def _order(left: Any, right: Any) -> int | None:
     """-1, 0 or 1 when both sides are ordered values of one type, else ``None``."""
+    kind_left = type(left)
+    if kind_left is type(right) and kind_left in _FAST:
+        return -1 if left < right else (1 if left > right else 0)
     if left is UNKNOWN or right is UNKNOWN:
         return None
     kind = _kind(left)

@@ -395,3 +395,19 @@ def test_advancing_time_does_not_age_or_date_signatures(
     t = int(header.split(",")[0].removeprefix("t="))
     assert abs(t - time.time()) < 5
     assert receiver.events()[0]["created"] >= time.time() + 3 * 86400 - 5  # provider clock moved
+
+
+def test_fault_changes_are_validated_and_partial(
+    running: RunningSandbox, control: SandboxControl
+) -> None:
+    assert control.faults(duplicate=2)["order"] == "in_order"
+    assert control.faults(order="reversed")["duplicate"] == 2  # other faults stay
+    for body in ({"duplicate": 0}, {"order": "sideways"}, {"nonsense": 1}, {"delay_ms": -1}):
+        response = http.post(f"{running.base_url}/_sandbox/faults", json=body)
+        assert response.status_code == 400, body
+        assert response.json()["error"]["message"]
+    assert http.post(f"{running.base_url}/_sandbox/faults", content=b"[1]").status_code == 400
+    assert http.post(f"{running.base_url}/_sandbox/faults", content=b"{").status_code == 400
+    assert control.faults()["duplicate"] == 2
+    control.reset()
+    assert control.faults()["duplicate"] == 1

@@ -8,6 +8,8 @@ Each function works in the caller's transaction and returns what must happen aft
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,7 +23,7 @@ from services.ingress.inputs import check_input
 from services.ingress.problems import ApiError, FieldProblem
 from services.ingress.schemas import ActionReportIn, CreateOperationIn, ReviewIn
 from shared.audit import append_transition
-from shared.core.contract import Contract, canonical_json
+from shared.core.contract import Contract
 from shared.core.engine import build_context
 from shared.core.expressions import UNKNOWN, resolve
 from shared.core.retry import retry_guidance
@@ -51,6 +53,7 @@ __all__ = [
 ]
 
 AWAITING_ACTION = "awaiting_action_report"
+_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 AWAITING_EVIDENCE = "awaiting_evidence"
 ACTION_REJECTED = "action_rejected"
 
@@ -73,6 +76,8 @@ def load_operation(
     session: Session, workspace_id: str, operation_id: str, *, for_update: bool = False
 ) -> Operation:
     """The workspace's operation, else 404 (another workspace's looks exactly like none)."""
+    if not _ID.fullmatch(operation_id):
+        raise ApiError(404, "not-found", f"no operation {operation_id}")
     query = select(Operation).where(
         Operation.id == operation_id, Operation.workspace_id == workspace_id
     )
@@ -85,7 +90,10 @@ def load_operation(
 
 
 def _request_hash(body: CreateOperationIn) -> str:
-    return hashlib.sha256(canonical_json(body.model_dump(mode="json"))).hexdigest()
+    document = json.dumps(
+        body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), allow_nan=False
+    )
+    return hashlib.sha256(document.encode("ascii")).hexdigest()
 
 
 def _replay(session: Session, workspace_id: str, key: str, digest: str) -> Operation | None:

@@ -11,6 +11,7 @@ Run it with ``provely serve ingress`` or ``uvicorn --factory services.ingress.ap
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -21,7 +22,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.ingress import contracts, operations, receipts, webhooks
-from services.ingress.problems import Problem, install_problem_handlers, problem_response
+from services.ingress.problems import (
+    PROBLEM_JSON,
+    Problem,
+    install_problem_handlers,
+    problem_response,
+)
 from services.ingress.schemas import Health
 from shared.settings import Settings, get_settings
 
@@ -43,7 +49,14 @@ class BodyLimit:
         self.skip_prefix = skip_prefix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith(self.skip_prefix):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refused = _refuse_unstorable(scope)
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
+        if scope["path"].startswith(self.skip_prefix):
             await self.app(scope, receive, send)
             return
         for name, value in scope.get("headers", ()):
@@ -78,6 +91,45 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
+def _refuse_unstorable(scope: Scope) -> JSONResponse | None:
+    """A NUL character names no resource and fits in no column: refuse it up front."""
+    if "\x00" in scope["path"]:
+        return problem_response(404, "not-found", "no such resource", instance=None)
+    query: bytes = scope.get("query_string", b"")
+    if b"%00" in query or b"\x00" in query:
+        return problem_response(
+            422,
+            "invalid-request",
+            "query parameters cannot contain NUL characters",
+            instance=scope["path"].replace("\x00", ""),
+        )
+    return None
+
+
+_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
+
+
+def _problem_422(schema: dict[str, Any]) -> None:
+    """Every operation that takes input answers 422 as problem+json; say so in the schema."""
+    content = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    for item in schema.get("paths", {}).values():
+        for operation in item.values():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            responses = operation["responses"]
+            takes_input = bool(operation.get("parameters")) or "requestBody" in operation
+            if "422" in responses or takes_input:
+                responses["422"] = {
+                    "description": "The request is well-formed but invalid.",
+                    "content": content,
+                }
+    components = schema.get("components", {}).get("schemas", {})
+    text = json.dumps(schema.get("paths", {}))
+    for name in _VALIDATION_SCHEMAS:
+        if f"#/components/schemas/{name}" not in text:
+            components.pop(name, None)
+
+
 def _openapi(app: FastAPI) -> dict[str, Any]:
     if app.openapi_schema:
         return app.openapi_schema
@@ -92,6 +144,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     for name, definition in problem.pop("$defs", {}).items():
         components.setdefault(name, definition)
     components["Problem"] = problem
+    _problem_422(schema)
     app.openapi_schema = schema
     return schema
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "ActionOut",
@@ -32,8 +32,32 @@ __all__ = [
 _SEMVER = r"^\d+\.\d+\.\d+$"
 
 
+def _bad_string(value: Any) -> bool:
+    """True for a string no table can hold: a NUL character or a lone surrogate."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return True
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_bad_string(k) or _bad_string(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_bad_string(v) for v in value)
+    return False
+
+
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable_strings(cls, data: Any) -> Any:
+        if _bad_string(data):
+            raise ValueError("strings must be valid Unicode without NUL characters")
+        return data
 
 
 class _Out(BaseModel):

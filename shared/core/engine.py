@@ -30,6 +30,9 @@ This module owns :func:`decide` and :func:`state_after`. Evaluation order (DESIG
    (not final); else PENDING ``stale_reading`` / ``evidence_requirements_not_met`` /
    ``awaiting_evidence``.
 
+``facts.attempts`` never ends an operation: polling stops at ``timing.max_attempts`` (see
+``schedule``) but callbacks still arrive and decide until the deadline.
+
 The agent is never evidence: a negative condition or verdict-map rule that reads no
 ``$observed`` channel never decides (its result carries the note ``not_evidence``), and only
 channels of level E2 or above count towards the evidence requirements.

@@ -9,6 +9,8 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from shared.core.contract import Operator
 from shared.core.expressions import UNKNOWN
@@ -189,3 +191,41 @@ def test_subclasses_compare_as_their_base_types(
     op: Operator, left: Any, right: Any, expected: bool | None
 ) -> None:
     assert evaluate(op, left, right) is expected
+
+
+_instants = st.one_of(
+    st.integers(min_value=0, max_value=4_000_000_000),
+    st.datetimes(
+        min_value=datetime(1970, 1, 2), max_value=datetime(2096, 1, 1), timezones=st.just(UTC)
+    ),
+    st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(2096, 1, 1)).map(
+        lambda d: d.isoformat()
+    ),
+)
+_values = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=3), _instants
+)
+
+
+@given(_instants, _instants)
+def test_time_after_is_exactly_not_time_before(left: Any, right: Any) -> None:
+    after = evaluate(Op.TIME_AFTER, left, right)
+    before = evaluate(Op.TIME_BEFORE, left, right)
+    assert after is not None
+    assert after is (not before)
+
+
+@given(_values, _values)
+def test_eq_and_ne_are_symmetric_complements(left: Any, right: Any) -> None:
+    equal = evaluate(Op.EQ, left, right)
+    assert equal is evaluate(Op.EQ, right, left)
+    assert evaluate(Op.NE, left, right) is (None if equal is None else not equal)
+    if isinstance(left, bool) != isinstance(right, bool):
+        assert equal is None
+
+
+@given(_values, _values)
+def test_orderings_agree(left: Any, right: Any) -> None:
+    lt, gte = evaluate(Op.LT, left, right), evaluate(Op.GTE, left, right)
+    assert lt is (None if gte is None else not gte)
+    assert evaluate(Op.GT, left, right) is evaluate(Op.LT, right, left)

@@ -42,6 +42,11 @@ def save_state(sandbox: Sandbox, path: Path) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)  # the rename itself survives a crash
+        finally:
+            os.close(directory)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -143,20 +143,20 @@ class DistributedSystem:
 
     def new_sandbox(self) -> Sandbox:
         port = free_port()
-        log = (self.workdir / "logs" / f"sandbox-{port}.log").open("ab")
-        process = subprocess.Popen(
-            provely_argv(
-                "sandbox",
-                "stripe",
-                "--port",
-                str(port),
-                "--settle-ms",
-                str(DEFAULT_SANDBOX_OPTIONS["settle_ms"]),
-            ),
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        with (self.workdir / "logs" / f"sandbox-{port}.log").open("ab") as log:
+            process = subprocess.Popen(
+                provely_argv(
+                    "sandbox",
+                    "stripe",
+                    "--port",
+                    str(port),
+                    "--settle-ms",
+                    str(DEFAULT_SANDBOX_OPTIONS["settle_ms"]),
+                ),
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         self._sandboxes.append(process)
         deadline = time.monotonic() + 30
         while True:

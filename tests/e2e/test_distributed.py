@@ -11,6 +11,8 @@ import asyncio
 import signal
 import threading
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
@@ -34,25 +36,41 @@ def _describe(outcomes: list[Outcome]) -> str:
 def test_every_scenario_survives_a_killed_verdict_worker(distributed: DistributedSystem) -> None:
     supervisor = distributed.supervisor
     assert supervisor is not None
+    in_flight = threading.Event()
+    restarted_at: list[float] = []
+    finished_at: dict[str, float] = {}
     killed: list[int] = []
 
+    def sink(name: str, update: Mapping[str, Any]) -> None:
+        op = update.get("op") or {}
+        if op.get("state") in ("OBSERVING", "PENDING"):
+            in_flight.set()  # operations are open, observations scheduled
+        if "done" in update:
+            finished_at[name] = time.monotonic()
+
     def crash_and_restart() -> None:
-        time.sleep(4.0)  # scenarios are mid-flight: operations open, observations scheduled
+        if not in_flight.wait(timeout=60):
+            return
+        time.sleep(0.5)
         pid = supervisor.pid("verdict")
         assert pid is not None
         killed.append(pid)
         supervisor.kill("verdict", signal.SIGKILL)
-        time.sleep(1.5)
+        time.sleep(2.0)
         supervisor.restart("verdict")
+        restarted_at.append(time.monotonic())
 
     chaos = threading.Thread(target=crash_and_restart, daemon=True)
     chaos.start()
-    outcomes = asyncio.run(run_scenarios(list(SCENARIOS), distributed))
+    outcomes = asyncio.run(run_scenarios(list(SCENARIOS), distributed, sink))
     chaos.join(timeout=30)
     assert killed, "the verdict worker was never killed"
+    assert restarted_at, "the verdict worker was never restarted"
     assert supervisor.pid("verdict") not in (None, killed[0])
     failed = [o for o in outcomes if not o.ok]
     assert not failed, _describe(outcomes) + "\n" + distributed.log_tail()
+    # The kill happened mid-flight: scenarios were still deciding after the restart.
+    assert any(at > restarted_at[0] for at in finished_at.values()), finished_at
     for o in outcomes:
         if o.expected.final:
             assert o.receipt_ok, o

@@ -70,6 +70,7 @@ def test_list() -> None:
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     assert [line.split("\t")[:2] for line in lines] == [
+        ["app.entitlement.revoked", "1.0.0"],
         ["stripe.refund.created", "1.0.0"],
         ["stripe.refund.succeeded", "1.0.0"],
     ]

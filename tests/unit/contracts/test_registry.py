@@ -72,9 +72,15 @@ def _problems(exc: pytest.ExceptionInfo[RegistryError]) -> str:
 
 def test_signed_shipped_skill_loads() -> None:
     registry = load_registry([SHIPPED_CONTRACTS_DIR], trusted_keys=shipped_keys())
-    assert registry.ids() == ["stripe.refund.created", "stripe.refund.succeeded"]
+    assert registry.ids() == [
+        "app.entitlement.revoked",
+        "stripe.refund.created",
+        "stripe.refund.succeeded",
+    ]
     for entry in registry.entries():
-        assert entry.certification == "community"
+        assert entry.certification == (
+            "example" if entry.contract.id.startswith("app.") else "community"
+        )
         assert entry.signed
         assert entry.hash == contract_hash(entry.contract)
     skill = registry.skill("stripe")

@@ -13,13 +13,14 @@ Owns what happens to a delivery once its signature holds (``shared.signatures`` 
    ``idempotency_key`` (strong) when the event carries an operation id as its idempotency key —
    an operation that has no subject id yet learns it from such an event of the subject's type
    (``learned_keys[<identity key>]`` and ``subject_id``); ``fingerprint`` (weak) when every
-   fingerprint key of the operation's contract matches. A weak link never verifies: the engine
+   fingerprint key of the operation's contract matches, for operations not yet strongly
+   correlated (no subject id). A weak link never verifies: the engine
    only decides once the subject is strongly correlated.
 4. :func:`correlate_pending_events` does the same from the operation's side, for events that
    arrived before the operation could correlate (before its action report, or before it learned
    its subject id). The action report and the observer call it.
 
-Every link to an open operation is a wake (the caller runs ``shared.scheduling.wake`` in the
+Every strong link to an open operation is a wake (the caller runs ``shared.scheduling.wake`` in the
 same transaction and dispatches after commit, see :func:`wake_operations`). Links to final
 operations are kept too and returned as ``late`` (and passed to hooks registered with
 :func:`register_late_event_hook`), so the late-contradiction flow can act on them.
@@ -65,6 +66,7 @@ __all__ = [
     "contract_of",
     "correlate_event",
     "correlate_pending_events",
+    "event_providers",
     "event_record",
     "event_shape_for",
     "fingerprint_key_names",
@@ -164,8 +166,15 @@ class IntakeResult:
         return sorted({link.operation_id for link in self.links if link.final})
 
     @property
-    def open_operations(self) -> list[str]:
-        return sorted({link.operation_id for link in self.links if not link.final})
+    def to_wake(self) -> list[str]:
+        """Open operations strongly correlated with the event (a weak link wakes nothing)."""
+        return sorted(
+            {
+                link.operation_id
+                for link in self.links
+                if not link.final and link.assurance == STRONG
+            }
+        )
 
 
 LateEventHook = Callable[[Session, Operation, Event, datetime], None]
@@ -319,12 +328,21 @@ def event_shape_for(provider: str, scheme: str) -> EventShape:
     return DEFAULT_SHAPES.get(scheme, DEFAULT_SHAPES["stripe"])
 
 
+def event_providers(contract: Contract) -> frozenset[str]:
+    """Providers whose events may correlate with the contract's operations: the skill's, and
+    the provider each webhook channel names (an app contract may read Stripe's events)."""
+    return frozenset(
+        {contract.skill.provider}
+        | {ch.provider_of(contract) for ch in contract.channels if ch.verifier == "webhook"}
+    )
+
+
 def fingerprint_key_names(provider: str) -> frozenset[str]:
     """Names of the fingerprint keys the provider's shipped contracts correlate on."""
     names: set[str] = set()
     for entry in _registry().entries():
         contract: Contract = entry.contract
-        if contract.skill.provider != provider:
+        if provider not in event_providers(contract):
             continue
         for strategy in contract.correlation:
             if strategy.strategy == "fingerprint":
@@ -597,7 +615,7 @@ def correlate_event(
         candidates = {op.id: op for op in rows}
     for op in sorted(candidates.values(), key=lambda o: o.id):
         contract = contract_of(session, op)
-        if contract is None or contract.skill.provider != event_row.provider:
+        if contract is None or event_row.provider not in event_providers(contract):
             continue
         if event.idempotency_key is not None and event.idempotency_key == _idempotency_value(
             contract, op
@@ -642,7 +660,9 @@ def _correlate_fingerprint(
     now: datetime,
     skip: set[str],
 ) -> None:
-    """Weak links: open operations whose every fingerprint key equals the event's."""
+    """Weak links: open operations not yet strongly correlated (no subject id) whose every
+    fingerprint key equals the event's. An operation that knows its subject needs no candidate
+    (its webhook channels find the charge's other events by key value)."""
     names = fingerprint_key_names(event_row.provider)
     if not names or not names <= set(event.keys):
         return
@@ -651,6 +671,7 @@ def _correlate_fingerprint(
     query: Select[tuple[Operation]] = select(Operation).where(
         Operation.workspace_id == event_row.workspace_id,
         Operation.final.is_(False),
+        Operation.subject_id.is_(None),
         Operation.input[probe].as_string() == event.keys[probe],
     )
     linked = {link.operation_id for link in result.links}
@@ -658,7 +679,7 @@ def _correlate_fingerprint(
         if op.id in skip or op.id in linked:
             continue
         contract = contract_of(session, op)
-        if contract is None or contract.skill.provider != event_row.provider:
+        if contract is None or event_row.provider not in event_providers(contract):
             continue
         fingerprint = _fingerprint(contract, op)
         if fingerprint and all(event.keys.get(k) == v for k, v in fingerprint.items()):
@@ -674,7 +695,10 @@ def _correlate_fingerprint(
 
 
 def _events_with_keys(
-    session: Session, workspace_id: str, provider: str, pairs: Iterable[tuple[str, str]]
+    session: Session,
+    workspace_id: str,
+    providers: Iterable[str],
+    pairs: Iterable[tuple[str, str]],
 ) -> list[Event]:
     clauses = [and_(EventKey.name == n, EventKey.value == v) for n, v in pairs]
     if not clauses:
@@ -683,7 +707,7 @@ def _events_with_keys(
         select(EventKey.event_pk)
         .where(
             EventKey.workspace_id == workspace_id,
-            EventKey.provider == provider,
+            EventKey.provider.in_(sorted(set(providers))),
             or_(*clauses),
         )
         .distinct()
@@ -708,13 +732,13 @@ def correlate_pending_events(
     contract = contract_of(session, operation)
     if contract is None:
         return []
-    provider = contract.skill.provider
+    providers = event_providers(contract)
     result = result if result is not None else IntakeResult(event_pk=None, duplicate=False)
     before = len(result.links)
     idem = _idempotency_value(contract, operation)
     if idem is not None:
         for row in _events_with_keys(
-            session, operation.workspace_id, provider, [("idempotency_key", idem)]
+            session, operation.workspace_id, providers, [("idempotency_key", idem)]
         ):
             if (
                 operation.subject_id is None
@@ -737,7 +761,7 @@ def correlate_pending_events(
         for row in _events_with_keys(
             session,
             operation.workspace_id,
-            provider,
+            providers,
             [("object_id", value) for value in sorted(subjects)],
         ):
             _record_link(
@@ -750,9 +774,9 @@ def correlate_pending_events(
                 now=now,
             )
     fingerprint = _fingerprint(contract, operation)
-    if fingerprint and not operation.final:
+    if fingerprint and not operation.final and operation.subject_id is None:
         for row in _events_with_keys(
-            session, operation.workspace_id, provider, sorted(fingerprint.items())
+            session, operation.workspace_id, providers, sorted(fingerprint.items())
         ):
             keys = _keys_of(session, row.id)
             if all(keys.get(k) == v for k, v in fingerprint.items()):
@@ -819,7 +843,7 @@ def ingest_event(
     assert row is not None
     result = correlate_event(session, event_row=row, event=event, now=now)
     result.event_pk = event_pk
-    result.wakes = wake_operations(session, result.open_operations, now)
+    result.wakes = wake_operations(session, result.to_wake, now)
     return result
 
 

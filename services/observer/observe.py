@@ -6,7 +6,8 @@ load → drop when stale → read (outside any transaction) → append observati
 - the operation is gone, final or not observable → dropped;
 - ``fence`` is not the operation's current fence → stale, dropped (a wake or a newer schedule
   superseded it);
-- the fence was observed already (a redelivered message) → dropped; the unique constraint on
+- the fence was observed already (a redelivered message, a sweeper re-send) → no reading; an
+  ``evaluate`` is sent again in case that was the lost message. The unique constraint on
   (operation, fence, channel) makes a concurrent duplicate lose at insert time;
 - a readback that the provider's rate limit holds back waits for its token; a wait longer than
   ``MAX_INLINE_WAIT_S`` re-sends the same message for when the token is due instead.
@@ -65,6 +66,7 @@ class ObserveOutcome(StrEnum):
 class _HttpJob:
     channel: str
     path: str | None
+    provider: str = ""  # the channel's provider, whose connection the readback uses
 
 
 def _utcnow() -> datetime:
@@ -98,19 +100,22 @@ class Observer:
 
     def observe(self, operation_id: str, fence: int) -> ObserveOutcome:
         prepared = self._prepare(operation_id, fence)
+        if prepared is ObserveOutcome.DUPLICATE:
+            return self._already_observed(operation_id)
         if isinstance(prepared, ObserveOutcome):
             return prepared
-        jobs, readback, problem, due = prepared
+        jobs, readbacks, due = prepared
         if due is not None:
             early = (due - self.clock()).total_seconds()
             if 0 < early <= OBSERVE_LEAD_S + 0.05:
                 self.sleep(early)
         readings: list[Reading] = []
         for job in jobs:
+            readback = readbacks.get(job.provider, "no_connection")
             if job.path is None:
                 readings.append(self._failed(job.channel, "path_unresolved"))
-            elif readback is None:
-                readings.append(self._failed(job.channel, problem or "no_connection"))
+            elif isinstance(readback, str):
+                readings.append(self._failed(job.channel, readback))
             else:
                 if readback.rate_per_s:
                     wait = self.limiter.reserve(readback.bucket_key, rate_per_s=readback.rate_per_s)
@@ -131,10 +136,17 @@ class Observer:
         try:
             outcome = self._store(operation_id, fence, readings)
         except IntegrityError:
-            return ObserveOutcome.DUPLICATE
+            return ObserveOutcome.DUPLICATE  # a concurrent delivery stored it and evaluates
         if outcome is ObserveOutcome.OBSERVED:
             self.send_evaluate(operation_id)
         return outcome
+
+    def _already_observed(self, operation_id: str) -> ObserveOutcome:
+        # The current fence was read already: this is a redelivery or a sweeper re-send. The
+        # evaluate that followed the reading may be the message that was lost; evaluating again
+        # is harmless (it decides the same and schedules only when nothing is pending).
+        self.send_evaluate(operation_id)
+        return ObserveOutcome.DUPLICATE
 
     def _failed(self, channel: str, error: str) -> Reading:
         return Reading(
@@ -143,7 +155,7 @@ class Observer:
 
     def _prepare(
         self, operation_id: str, fence: int
-    ) -> ObserveOutcome | tuple[list[_HttpJob], Readback | None, str | None, datetime | None]:
+    ) -> ObserveOutcome | tuple[list[_HttpJob], dict[str, Readback | str], datetime | None]:
         with session_scope(self.engine) as session:
             op = session.get(Operation, operation_id)
             if op is None:
@@ -166,26 +178,28 @@ class Observer:
                 _HttpJob(
                     channel.name,
                     fill_path_template(channel.http.path, context) if channel.http else None,
+                    channel.provider_of(contract),
                 )
                 for channel in contract.channels
                 if channel.verifier == "http"
             ]
-            readback: Readback | None = None
-            problem: str | None = None
-            if any(job.path is not None for job in jobs):
+            # Each channel reads through the connection of its own provider (a contract may
+            # read the user's app over http and a payment provider's events at once).
+            readbacks: dict[str, Readback | str] = {}
+            for provider in sorted({job.provider for job in jobs if job.path is not None}):
                 try:
-                    readback = readback_for(
+                    readbacks[provider] = readback_for(
                         session,
                         workspace_id=op.workspace_id,
-                        provider=contract.skill.provider,
+                        provider=provider,
                         settings=self.settings,
                     )
                 except ConnectionMissing:
-                    problem = "no_connection"
+                    readbacks[provider] = "no_connection"
                 except Exception as exc:  # an undecryptable key: recorded, never raised
                     log.warning("connection of %s unusable: %s", op.workspace_id, exc)
-                    problem = "connection_unusable"
-            return jobs, readback, problem, op.next_observation_at
+                    readbacks[provider] = "connection_unusable"
+            return jobs, readbacks, op.next_observation_at
 
     def _store(self, operation_id: str, fence: int, readings: list[Reading]) -> ObserveOutcome:
         with session_scope(self.engine) as session:

@@ -119,7 +119,7 @@ def read_webhook(
     events = load_events(
         session,
         op,
-        provider=contract.skill.provider,
+        provider=channel.provider_of(contract),
         event_types=verifier.event_types,
         key_values=known_key_values(op, dict(context.correlation)),
     )

@@ -39,25 +39,36 @@ def register(app: typer.Typer) -> None:
             str, typer.Option(help="api_version stamped on events.")
         ] = "2026-08-26",
         default_outcome: Annotated[
-            str, typer.Option(help="Refund outcome when a refund has no sandbox_outcome metadata.")
-        ] = "succeeded",
+            str | None,
+            typer.Option(
+                help="Refund outcome when a refund has no sandbox_outcome metadata "
+                "(default: succeeded)."
+            ),
+        ] = None,
         duplicate: Annotated[
-            int, typer.Option(min=1, max=20, help="Copies of each webhook delivery.")
-        ] = 1,
+            int | None,
+            typer.Option(min=1, max=20, help="Copies of each webhook delivery (default: 1)."),
+        ] = None,
         order: Annotated[
-            _Order,
-            typer.Option(help="reversed/shuffled hold deliveries until POST /_sandbox/release."),
-        ] = _Order.in_order,
+            _Order | None,
+            typer.Option(
+                help="reversed/shuffled hold deliveries until POST /_sandbox/release "
+                "(default: in_order)."
+            ),
+        ] = None,
         shuffle_seed: Annotated[
             int | None, typer.Option(help="Seed of the shuffled order.")
         ] = None,
-        delay_ms: Annotated[int, typer.Option(min=0, help="Delay before each delivery.")] = 0,
+        delay_ms: Annotated[
+            int | None, typer.Option(min=0, help="Delay before each delivery (default: 0).")
+        ] = None,
         drop: Annotated[
             list[str] | None, typer.Option(help="Event type never delivered (repeatable).")
         ] = None,
         clock_offset: Annotated[
-            float, typer.Option(help="Seconds added to the provider clock (created, t=).")
-        ] = 0.0,
+            float | None,
+            typer.Option(help="Seconds added to the provider clock (created, t=) (default: 0)."),
+        ] = None,
         outage_seconds: Annotated[
             float, typer.Option(min=0, help="Answer 503 to the API for this long from start.")
         ] = 0.0,
@@ -68,22 +79,25 @@ def register(app: typer.Typer) -> None:
             int, typer.Option(min=1, help="Delivery attempts before giving up.")
         ] = 6,
     ) -> None:
-        """Serve a stateful Stripe API with signed webhooks and faults on demand."""
+        """Serve a stateful Stripe API with signed webhooks and faults on demand.
+
+        Fault options replace the faults saved in --state; others keep their saved value."""
         import uvicorn
         from pydantic import ValidationError
 
         from services.sandbox.errors import StateFileError
         from services.sandbox.stripe import create_app
 
-        faults: dict[str, object] = {
+        given: dict[str, object | None] = {
             "duplicate": duplicate,
-            "order": order.value,
+            "order": order.value if order is not None else None,
             "shuffle_seed": shuffle_seed,
             "delay_ms": delay_ms,
-            "drop_types": list(drop or []),
+            "drop_types": list(drop) if drop else None,
             "clock_offset_s": clock_offset,
             "default_outcome": default_outcome,
         }
+        faults = {name: value for name, value in given.items() if value is not None}
         try:
             sandbox_app = create_app(
                 state_file=state,

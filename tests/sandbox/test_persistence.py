@@ -115,14 +115,12 @@ def test_the_cli_serves_the_sandbox_and_its_state_file_survives_a_restart(tmp_pa
     state = tmp_path / "cli-state.json"
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
-    process = _start_cli(port, state)
+    process = _start_cli(port, state, "--duplicate", "3")
     try:
         charge = _client(base).v1.charges.create(params={"amount": 300, "currency": "usd"})
     finally:
         _stop(process)
     flags = [
-        "--duplicate",
-        "2",
         "--drop",
         "charge.refunded",
         "--drop",
@@ -139,7 +137,7 @@ def test_the_cli_serves_the_sandbox_and_its_state_file_survives_a_restart(tmp_pa
         with pytest.raises(stripe.APIError):  # the outage window from start
             _client(base).v1.charges.retrieve(charge.id)
         faults = http.get(f"{base}/_sandbox/faults").json()
-        assert faults["duplicate"] == 2
+        assert faults["duplicate"] == 3  # kept from the state file: not given this time
         assert faults["drop_types"] == ["charge.refunded", "refund.failed"]
         assert (faults["order"], faults["clock_offset_s"]) == ("reversed", -30)
         http.post(f"{base}/_sandbox/outage", json={"enabled": False})

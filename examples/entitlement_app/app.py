@@ -146,6 +146,10 @@ def create_app(
                 ledger.applied.add(event.id)
         return {"status": "applied", "event": event.id}
 
+    @app.get("/healthz")
+    def health() -> dict[str, Any]:
+        return {"ok": True, "ignore_refunds": config.ignore_refunds}
+
     @app.get("/entitlements/{charge_id}")
     def entitlement(charge_id: str) -> dict[str, Any]:
         with ledger.lock:

@@ -572,7 +572,7 @@ def _record_link(
     result: IntakeResult,
     *,
     operation: Operation,
-    event_row: Event,
+    event_pk: int,
     strategy: str,
     assurance: str,
     now: datetime,
@@ -580,28 +580,32 @@ def _record_link(
     if _link(
         session,
         operation=operation,
-        event_pk=event_row.id,
+        event_pk=event_pk,
         strategy=strategy,
         assurance=assurance,
         now=now,
     ):
-        result.links.append(Link(operation.id, event_row.id, strategy, assurance, operation.final))
-        if operation.final:
+        result.links.append(Link(operation.id, event_pk, strategy, assurance, operation.final))
+        if operation.final and _late_hooks:
+            row = session.get(Event, event_pk)
+            assert row is not None
             for hook in list(_late_hooks):
-                hook(session, operation, event_row, now)
+                hook(session, operation, row, now)
 
 
 def correlate_event(
     session: Session,
     *,
-    event_row: Event,
+    event_pk: int,
+    workspace_id: str,
+    provider: str,
     event: ParsedEvent,
     now: datetime,
     result: IntakeResult | None = None,
 ) -> IntakeResult:
-    """Link a newly stored event to every operation it correlates with."""
-    result = result or IntakeResult(event_pk=event_row.id, duplicate=False)
-    ws = event_row.workspace_id
+    """Link a newly stored event (row ``event_pk``) to every operation it correlates with."""
+    result = result or IntakeResult(event_pk=event_pk, duplicate=False)
+    ws = workspace_id
     conditions = []
     if event.object_id is not None:
         conditions.append(Operation.subject_id == event.object_id)
@@ -615,7 +619,7 @@ def correlate_event(
         candidates = {op.id: op for op in rows}
     for op in sorted(candidates.values(), key=lambda o: o.id):
         contract = contract_of(session, op)
-        if contract is None or event_row.provider not in event_providers(contract):
+        if contract is None or provider not in event_providers(contract):
             continue
         if event.idempotency_key is not None and event.idempotency_key == _idempotency_value(
             contract, op
@@ -632,7 +636,7 @@ def correlate_event(
                 session,
                 result,
                 operation=op,
-                event_row=event_row,
+                event_pk=event_pk,
                 strategy="idempotency_key",
                 assurance=STRONG,
                 now=now,
@@ -642,12 +646,20 @@ def correlate_event(
                 session,
                 result,
                 operation=op,
-                event_row=event_row,
+                event_pk=event_pk,
                 strategy="resource_id",
                 assurance=STRONG,
                 now=now,
             )
-    _correlate_fingerprint(session, result, event_row=event_row, event=event, now=now, skip=set())
+    _correlate_fingerprint(
+        session,
+        result,
+        event_pk=event_pk,
+        workspace_id=workspace_id,
+        provider=provider,
+        event=event,
+        now=now,
+    )
     return result
 
 
@@ -655,31 +667,32 @@ def _correlate_fingerprint(
     session: Session,
     result: IntakeResult,
     *,
-    event_row: Event,
+    event_pk: int,
+    workspace_id: str,
+    provider: str,
     event: ParsedEvent,
     now: datetime,
-    skip: set[str],
 ) -> None:
     """Weak links: open operations not yet strongly correlated (no subject id) whose every
     fingerprint key equals the event's. An operation that knows its subject needs no candidate
     (its webhook channels find the charge's other events by key value)."""
-    names = fingerprint_key_names(event_row.provider)
+    names = fingerprint_key_names(provider)
     if not names or not names <= set(event.keys):
         return
     # Narrow in SQL on one string-valued input field; compare everything in Python.
     probe = min(names, key=lambda n: (event.keys[n].lstrip("-").isdigit(), n))
     query: Select[tuple[Operation]] = select(Operation).where(
-        Operation.workspace_id == event_row.workspace_id,
+        Operation.workspace_id == workspace_id,
         Operation.final.is_(False),
         Operation.subject_id.is_(None),
         Operation.input[probe].as_string() == event.keys[probe],
     )
     linked = {link.operation_id for link in result.links}
     for op in session.execute(query).scalars():
-        if op.id in skip or op.id in linked:
+        if op.id in linked:
             continue
         contract = contract_of(session, op)
-        if contract is None or event_row.provider not in event_providers(contract):
+        if contract is None or provider not in event_providers(contract):
             continue
         fingerprint = _fingerprint(contract, op)
         if fingerprint and all(event.keys.get(k) == v for k, v in fingerprint.items()):
@@ -687,7 +700,7 @@ def _correlate_fingerprint(
                 session,
                 result,
                 operation=op,
-                event_row=event_row,
+                event_pk=event_pk,
                 strategy="fingerprint",
                 assurance=WEAK,
                 now=now,
@@ -751,7 +764,7 @@ def correlate_pending_events(
                 session,
                 result,
                 operation=operation,
-                event_row=row,
+                event_pk=row.id,
                 strategy="idempotency_key",
                 assurance=STRONG,
                 now=now,
@@ -768,7 +781,7 @@ def correlate_pending_events(
                 session,
                 result,
                 operation=operation,
-                event_row=row,
+                event_pk=row.id,
                 strategy="resource_id",
                 assurance=STRONG,
                 now=now,
@@ -784,7 +797,7 @@ def correlate_pending_events(
                     session,
                     result,
                     operation=operation,
-                    event_row=row,
+                    event_pk=row.id,
                     strategy="fingerprint",
                     assurance=WEAK,
                     now=now,
@@ -839,9 +852,14 @@ def ingest_event(
     )
     if event_pk is None:
         return IntakeResult(event_pk=None, duplicate=True)
-    row = session.get(Event, event_pk)
-    assert row is not None
-    result = correlate_event(session, event_row=row, event=event, now=now)
+    result = correlate_event(
+        session,
+        event_pk=event_pk,
+        workspace_id=workspace_id,
+        provider=provider,
+        event=event,
+        now=now,
+    )
     result.event_pk = event_pk
     result.wakes = wake_operations(session, result.to_wake, now)
     return result

@@ -175,6 +175,26 @@ def test_fingerprint_match_is_only_a_weak_link(
     assert links(pg_engine, op_id) == [("evt_f", "fingerprint", "weak")]
     assert links(pg_engine, other) == []
     assert load_operation(pg_engine, op_id).subject_id is None
+    assert load_operation(pg_engine, op_id).fence == 1  # a weak candidate wakes nothing
+
+
+def test_an_operation_that_knows_its_subject_gets_no_fingerprint_candidates(
+    client: TestClient, tenant: Tenant, pg_engine: Engine
+) -> None:
+    op_id = add_operation(pg_engine, tenant, subject_id="re_mine")  # charge ch_1, amount 1000
+    t = now_s()
+    deliver(
+        client,
+        tenant,
+        stripe_event(
+            "evt_other",
+            "refund.created",
+            refund("re_other", status="pending", created=t),
+            created=t,
+        ),
+    )
+    assert links(pg_engine, op_id) == []
+    assert load_operation(pg_engine, op_id).fence == 1
 
 
 def test_event_before_the_action_report_is_matched_when_the_report_comes(

@@ -21,7 +21,7 @@ from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.ingress import contracts, operations, receipts, webhooks
+from services.ingress import contracts, custom_contracts, operations, receipts, webhooks
 from services.ingress.problems import (
     PROBLEM_JSON,
     Problem,
@@ -177,6 +177,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes)
     app.include_router(operations.router)
     app.include_router(contracts.router)
+    app.include_router(custom_contracts.router)
     app.include_router(receipts.router)
     app.include_router(webhooks.router)
 

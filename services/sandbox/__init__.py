@@ -1,9 +1,10 @@
 """A stateful Stripe sandbox with faults on demand (issue 4).
 
-Modules: ``forms`` (Stripe's bracketed form encoding), ``model`` (charges, refunds and their
-lifecycle, events, endpoints, deliveries, the sandbox clock), ``delivery`` (signing and the
-async dispatcher), ``store`` (the atomic ``--state`` file), ``stripe`` (the ASGI app:
-``create_app``), ``runner`` (serve it in a background thread), ``client`` (control API client).
+Modules: ``forms`` (Stripe's bracketed form encoding), ``params`` (parameter rules and their
+errors), ``model`` (charges, refunds and their lifecycle, events, endpoints, deliveries, the
+sandbox clock), ``delivery`` (signing and the async dispatcher), ``store`` (the atomic
+``--state`` file), ``stripe`` (the ASGI app: ``create_app``), ``runner`` (serve it in a
+background thread), ``client`` (control API client).
 
 Errors::
 

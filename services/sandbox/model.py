@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import secrets
 import string
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.sandbox import params as rules
 from services.sandbox.errors import StateFileError, StripeError
 from services.sandbox.forms import FormError, as_list
 
@@ -67,7 +66,6 @@ REFUND_STATUSES = ("pending", "requires_action", "succeeded", "failed", "cancele
 _COUNTING = frozenset({"pending", "requires_action", "succeeded", UNKNOWN_STATUS})
 _REFUND_REASONS = frozenset({"duplicate", "fraudulent", "requested_by_customer"})
 _FAILURE_REASON = "declined"
-_EVENT_TYPE = re.compile(r"^[a-z_]+(\.[a-z_]+)+$")
 STATE_FORMAT = 1
 
 
@@ -141,149 +139,6 @@ class Clock:
         """``t=`` of a signature: wall time plus the offset fault, never the advanced seconds,
         so that skipping ahead in a test does not make receivers refuse deliveries."""
         return int(self._wall() + self._sandbox.faults.clock_offset_s)
-
-
-def _missing(kind: str, ident: str, param: str | None = None) -> StripeError:
-    return StripeError(
-        404, f"No such {kind}: '{ident}'", code="resource_missing", param=param or "id"
-    )
-
-
-def _check_known(params: dict[str, Any], allowed: Iterable[str]) -> None:
-    allowed_set = set(allowed) | {"expand"}
-    for key in params:
-        if key not in allowed_set:
-            raise StripeError(
-                400, f"Received unknown parameter: {key}", code="parameter_unknown", param=key
-            )
-
-
-def _positive_int(params: dict[str, Any], name: str, *, required: bool) -> int | None:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        if required:
-            raise StripeError(
-                400, f"Missing required param: {name}.", code="parameter_missing", param=name
-            )
-        return None
-    if not isinstance(raw, str) or not re.fullmatch(r"\d+", raw):
-        raise StripeError(
-            400, f"Invalid integer: {raw}", code="parameter_invalid_integer", param=name
-        )
-    value = int(raw)
-    if value < 1:
-        raise StripeError(
-            400,
-            "This value must be greater than or equal to 1.",
-            code="amount_too_small",
-            param=name,
-        )
-    return value
-
-
-def _currency(params: dict[str, Any], *, required: bool) -> str | None:
-    raw = params.get("currency")
-    if raw is None or raw == "":
-        if required:
-            raise StripeError(
-                400, "Missing required param: currency.", code="parameter_missing", param="currency"
-            )
-        return None
-    if not isinstance(raw, str) or not re.fullmatch(r"[A-Za-z]{3}", raw):
-        raise StripeError(
-            400, f"Invalid currency: {raw}.", code="parameter_invalid_string", param="currency"
-        )
-    return raw.lower()
-
-
-def _string(params: dict[str, Any], name: str, *, max_len: int = 5000) -> str | None:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        return None
-    if not isinstance(raw, str) or len(raw) > max_len:
-        raise StripeError(
-            400, f"Invalid string: {name}.", code="parameter_invalid_string", param=name
-        )
-    return raw
-
-
-def _metadata(raw: Any, current: dict[str, str] | None = None) -> dict[str, str]:
-    """Stripe's metadata rules: strings, ≤50 keys of ≤40 chars, values ≤500; ``""`` unsets."""
-    result = dict(current or {})
-    if raw is None:
-        return result
-    if raw == "":
-        return {}
-    if not isinstance(raw, dict):
-        raise StripeError(
-            400,
-            "Invalid object: metadata must be a hash.",
-            code="parameter_invalid_object",
-            param="metadata",
-        )
-    for key, value in raw.items():
-        if not isinstance(value, str):
-            raise StripeError(
-                400,
-                f"Invalid metadata value for {key!r}: nested objects are not allowed.",
-                code="parameter_invalid_string",
-                param=f"metadata[{key}]",
-            )
-        if len(key) > 40 or len(value) > 500:
-            raise StripeError(
-                400,
-                "Metadata keys are at most 40 characters and values at most 500.",
-                code="parameter_invalid_string",
-                param=f"metadata[{key}]",
-            )
-        if value == "":
-            result.pop(key, None)
-        else:
-            result[key] = value
-    if len(result) > 50:
-        raise StripeError(
-            400,
-            "Metadata can hold at most 50 keys.",
-            code="parameter_invalid_object",
-            param="metadata",
-        )
-    return result
-
-
-def _event_types(raw: Any) -> list[str]:
-    try:
-        types = [str(t) for t in as_list(raw, param="enabled_events")]
-    except FormError as exc:
-        raise StripeError(
-            400, str(exc), code="parameter_invalid_array", param="enabled_events"
-        ) from exc
-    if not types:
-        raise StripeError(
-            400,
-            "Missing required param: enabled_events.",
-            code="parameter_missing",
-            param="enabled_events",
-        )
-    for t in types:
-        if t != "*" and not _EVENT_TYPE.match(t):
-            raise StripeError(
-                400,
-                f"Invalid event type: {t}",
-                code="parameter_invalid_string",
-                param="enabled_events",
-            )
-    return types
-
-
-def _url(raw: Any) -> str:
-    if not isinstance(raw, str) or raw == "":
-        raise StripeError(
-            400, "Missing required param: url.", code="parameter_missing", param="url"
-        )
-    parts = urlsplit(raw)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise StripeError(400, f"Invalid URL: {raw}", code="url_invalid", param="url")
-    return raw
 
 
 class Sandbox:
@@ -378,13 +233,13 @@ class Sandbox:
         params: dict[str, Any],
         filters: dict[str, Callable[[dict[str, Any], Any], bool]],
     ) -> dict[str, Any]:
-        _check_known(params, {"limit", "starting_after", "ending_before", "created", *filters})
+        rules.check_known(params, {"limit", "starting_after", "ending_before", "created", *filters})
         rows = sorted(items, key=lambda o: o["_seq"], reverse=True)
         for name, predicate in filters.items():
             if name in params and params[name] != "":
                 rows = [o for o in rows if predicate(o, params[name])]
         if "created" in params:
-            rows = [o for o in rows if _created_matches(o["created"], params["created"])]
+            rows = [o for o in rows if rules.created_matches(o["created"], params["created"])]
         limit = 10
         if "limit" in params:
             raw = params["limit"]
@@ -406,12 +261,12 @@ class Sandbox:
             )
         if after:
             if after not in ids:
-                raise _missing("object", str(after), "starting_after")
+                raise rules.missing("object", str(after), "starting_after")
             rows = rows[ids.index(after) + 1 :]
             page, has_more = rows[:limit], len(rows) > limit
         elif before:
             if before not in ids:
-                raise _missing("object", str(before), "ending_before")
+                raise rules.missing("object", str(before), "ending_before")
             rows = rows[: ids.index(before)]
             page, has_more = rows[-limit:], len(rows) > limit
         else:
@@ -433,7 +288,7 @@ class Sandbox:
 
     # -------------------------------------------------------------- charges
     def create_charge(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
-        _check_known(
+        rules.check_known(
             params,
             {
                 "amount",
@@ -445,16 +300,16 @@ class Sandbox:
                 "receipt_email",
             },
         )
-        amount = _positive_int(params, "amount", required=True)
-        currency = _currency(params, required=True)
+        amount = rules.positive_int(params, "amount", required=True)
+        currency = rules.currency(params, required=True)
         assert amount is not None
         assert currency is not None
         charge = self._new_charge(
             amount=amount,
             currency=currency,
-            customer=_string(params, "customer"),
-            description=_string(params, "description"),
-            metadata=_metadata(params.get("metadata")),
+            customer=rules.string(params, "customer"),
+            description=rules.string(params, "description"),
+            metadata=rules.metadata(params.get("metadata")),
             payment_intent=None,
         )
         self.emit("charge.succeeded", charge, ctx)
@@ -498,18 +353,18 @@ class Sandbox:
         return charge
 
     def update_charge(self, ident: str, params: dict[str, Any]) -> dict[str, Any]:
-        _check_known(params, {"metadata", "description"})
+        rules.check_known(params, {"metadata", "description"})
         charge = self.get(self.charges, "charge", ident)
         if "metadata" in params:
-            charge["metadata"] = _metadata(params["metadata"], charge["metadata"])
+            charge["metadata"] = rules.metadata(params["metadata"], charge["metadata"])
         if "description" in params:
-            charge["description"] = _string(params, "description")
+            charge["description"] = rules.string(params, "description")
         return charge
 
     def get(self, table: dict[str, dict[str, Any]], kind: str, ident: str) -> dict[str, Any]:
         obj = table.get(ident)
         if obj is None:
-            raise _missing(kind, ident)
+            raise rules.missing(kind, ident)
         return obj
 
     def _refunded_amount(self, charge_id: str) -> int:
@@ -530,7 +385,7 @@ class Sandbox:
 
     # -------------------------------------------------------------- refunds
     def create_refund(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
-        _check_known(params, {"charge", "amount", "reason", "metadata", "payment_intent"})
+        rules.check_known(params, {"charge", "amount", "reason", "metadata", "payment_intent"})
         if params.get("payment_intent"):
             raise StripeError(
                 400,
@@ -538,7 +393,7 @@ class Sandbox:
                 code="parameter_unknown",
                 param="payment_intent",
             )
-        charge_id = _string(params, "charge")
+        charge_id = rules.string(params, "charge")
         if charge_id is None:
             raise StripeError(
                 400,
@@ -549,7 +404,7 @@ class Sandbox:
             )
         charge = self.charges.get(charge_id)
         if charge is None:
-            raise _missing("charge", charge_id, "charge")
+            raise rules.missing("charge", charge_id, "charge")
         remaining = charge["amount"] - self._refunded_amount(charge_id)
         if remaining <= 0:
             raise StripeError(
@@ -558,7 +413,7 @@ class Sandbox:
                 code="charge_already_refunded",
                 param="charge",
             )
-        amount = _positive_int(params, "amount", required=False)
+        amount = rules.positive_int(params, "amount", required=False)
         if amount is None:
             amount = remaining
         if amount > remaining:
@@ -569,7 +424,7 @@ class Sandbox:
                 code="amount_too_large",
                 param="amount",
             )
-        reason = _string(params, "reason")
+        reason = rules.string(params, "reason")
         if reason is not None and reason not in _REFUND_REASONS:
             raise StripeError(
                 400,
@@ -577,7 +432,7 @@ class Sandbox:
                 code="parameter_invalid_string",
                 param="reason",
             )
-        metadata = _metadata(params.get("metadata"))
+        metadata = rules.metadata(params.get("metadata"))
         outcome = metadata.get("sandbox_outcome", self.faults.default_outcome)
         if outcome not in OUTCOMES:
             raise StripeError(
@@ -616,10 +471,10 @@ class Sandbox:
     def update_refund(
         self, ident: str, params: dict[str, Any], ctx: RequestContext
     ) -> dict[str, Any]:
-        _check_known(params, {"metadata"})
+        rules.check_known(params, {"metadata"})
         refund = self.get(self.refunds, "refund", ident)
         before = dict(refund["metadata"])
-        refund["metadata"] = _metadata(params.get("metadata"), before)
+        refund["metadata"] = rules.metadata(params.get("metadata"), before)
         if refund["metadata"] != before:
             self.emit("refund.updated", refund, ctx, previous={"metadata": before})
         return refund
@@ -732,7 +587,7 @@ class Sandbox:
     def create_checkout_session(
         self, params: dict[str, Any], ctx: RequestContext
     ) -> dict[str, Any]:
-        _check_known(
+        rules.check_known(
             params,
             {
                 "mode",
@@ -764,7 +619,7 @@ class Sandbox:
                 code="parameter_missing",
                 param="line_items",
             )
-        total, currency, items = 0, _currency(params, required=False), []
+        total, currency, items = 0, rules.currency(params, required=False), []
         for index, item in enumerate(raw_items):
             where = f"line_items[{index}]"
             if not isinstance(item, dict) or not isinstance(item.get("price_data"), dict):
@@ -775,9 +630,9 @@ class Sandbox:
                     param=f"{where}[price_data]",
                 )
             price = item["price_data"]
-            unit = _positive_int(price, "unit_amount", required=True)
-            item_currency = _currency(price, required=True)
-            quantity = _positive_int(item, "quantity", required=False) or 1
+            unit = rules.positive_int(price, "unit_amount", required=True)
+            item_currency = rules.currency(price, required=True)
+            quantity = rules.positive_int(item, "quantity", required=False) or 1
             assert unit is not None
             assert item_currency is not None
             if currency is not None and item_currency != currency:
@@ -800,19 +655,19 @@ class Sandbox:
             "object": "checkout.session",
             "amount_subtotal": total,
             "amount_total": total,
-            "client_reference_id": _string(params, "client_reference_id"),
+            "client_reference_id": rules.string(params, "client_reference_id"),
             "created": self.clock.stamp(),
             "currency": currency,
-            "customer": _string(params, "customer"),
-            "customer_email": _string(params, "customer_email"),
+            "customer": rules.string(params, "customer"),
+            "customer_email": rules.string(params, "customer_email"),
             "livemode": False,
-            "metadata": _metadata(params.get("metadata")),
+            "metadata": rules.metadata(params.get("metadata")),
             "mode": "payment",
             "payment_intent": None,
             "payment_status": "unpaid",
             "status": "open",
-            "success_url": _string(params, "success_url"),
-            "cancel_url": _string(params, "cancel_url"),
+            "success_url": rules.string(params, "success_url"),
+            "cancel_url": rules.string(params, "cancel_url"),
             "url": None,
             "_items": items,
             "_seq": self._next_seq(),
@@ -867,36 +722,38 @@ class Sandbox:
     def create_webhook_endpoint(
         self, params: dict[str, Any], ctx: RequestContext
     ) -> dict[str, Any]:
-        _check_known(params, {"url", "enabled_events", "description", "metadata", "api_version"})
+        rules.check_known(
+            params, {"url", "enabled_events", "description", "metadata", "api_version"}
+        )
         endpoint: dict[str, Any] = {
             "id": _new_id("we_"),
             "object": "webhook_endpoint",
-            "api_version": _string(params, "api_version"),
+            "api_version": rules.string(params, "api_version"),
             "application": None,
             "created": self.clock.stamp(),
-            "description": _string(params, "description"),
-            "enabled_events": _event_types(params.get("enabled_events")),
+            "description": rules.string(params, "description"),
+            "enabled_events": rules.event_types(params.get("enabled_events")),
             "livemode": False,
-            "metadata": _metadata(params.get("metadata")),
+            "metadata": rules.metadata(params.get("metadata")),
             "secret": "whsec_" + secrets.token_urlsafe(32).replace("-", "a").replace("_", "b"),
             "status": "enabled",
-            "url": _url(params.get("url")),
+            "url": rules.url(params.get("url")),
             "_seq": self._next_seq(),
         }
         self.webhook_endpoints[endpoint["id"]] = endpoint
         return endpoint
 
     def update_webhook_endpoint(self, ident: str, params: dict[str, Any]) -> dict[str, Any]:
-        _check_known(params, {"url", "enabled_events", "description", "metadata", "disabled"})
+        rules.check_known(params, {"url", "enabled_events", "description", "metadata", "disabled"})
         endpoint = self.get(self.webhook_endpoints, "webhook endpoint", ident)
         if "url" in params:
-            endpoint["url"] = _url(params["url"])
+            endpoint["url"] = rules.url(params["url"])
         if "enabled_events" in params:
-            endpoint["enabled_events"] = _event_types(params["enabled_events"])
+            endpoint["enabled_events"] = rules.event_types(params["enabled_events"])
         if "description" in params:
-            endpoint["description"] = _string(params, "description")
+            endpoint["description"] = rules.string(params, "description")
         if "metadata" in params:
-            endpoint["metadata"] = _metadata(params["metadata"], endpoint["metadata"])
+            endpoint["metadata"] = rules.metadata(params["metadata"], endpoint["metadata"])
         if "disabled" in params:
             if params["disabled"] not in ("true", "false"):
                 raise StripeError(400, "Invalid boolean: disabled.", param="disabled")
@@ -1080,38 +937,3 @@ class Sandbox:
     def in_outage(self) -> bool:
         until = self.faults.outage_until
         return until is not None and self.clock.sched() < until
-
-
-def _created_matches(created: int, spec: Any) -> bool:
-    if isinstance(spec, str):
-        if not spec.lstrip("-").isdigit():
-            raise StripeError(
-                400, "Invalid integer: created.", code="parameter_invalid_integer", param="created"
-            )
-        return created == int(spec)
-    if not isinstance(spec, dict):
-        raise StripeError(400, "Invalid created filter.", param="created")
-    ops: dict[str, Callable[[int, int], bool]] = {
-        "gt": lambda a, b: a > b,
-        "gte": lambda a, b: a >= b,
-        "lt": lambda a, b: a < b,
-        "lte": lambda a, b: a <= b,
-    }
-    for op, raw in spec.items():
-        if op not in ops:
-            raise StripeError(
-                400,
-                f"Received unknown parameter: created[{op}]",
-                code="parameter_unknown",
-                param=f"created[{op}]",
-            )
-        if not isinstance(raw, str) or not raw.lstrip("-").isdigit():
-            raise StripeError(
-                400,
-                f"Invalid integer: {raw}",
-                code="parameter_invalid_integer",
-                param=f"created[{op}]",
-            )
-        if not ops[op](created, int(raw)):
-            return False
-    return True

@@ -5,8 +5,9 @@ Every ``sweeper_interval_seconds`` it claims rows with ``SELECT … FOR UPDATE S
 
 1. **re-sends overdue observations** — an open operation whose ``next_observation_at`` passed
    more than ``sweeper_grace_seconds`` ago and whose last message is at least as old: its
-   message was lost (a killed worker, a Redis restart) or is stuck. The fence moves on, as a wake
-   does, so the new message and a late old one never read the same fence twice;
+   message was lost (a killed worker, a Redis restart) or is stuck. The message carries the same
+   fence, so it and a late original never make two readings (the second is dropped); when the
+   fence was read already, the observer re-sends ``evaluate`` (that message may be the lost one);
 2. **sends observations due soon that no message carries** — due times further away than the
    broker may hold a countdown were left without a message when they were scheduled;
 3. **applies the deadline** — an open operation past its deadline is evaluated right here (the
@@ -59,6 +60,15 @@ class SweepReport:
     @property
     def total(self) -> int:
         return self.resent + self.sent_due + self.timed_out + self.expired
+
+
+def _resend_now(due: datetime, enqueued_at: datetime | None, now: datetime) -> bool:
+    """Back off exponentially: re-send an overdue message only when the time since the last
+    send is at least how overdue it already was then. A backlog longer than the grace then
+    gets a few duplicates (after 1, 2, 4, 8 … graces), not one per grace."""
+    if enqueued_at is None or enqueued_at <= due:
+        return True
+    return enqueued_at - due <= now - enqueued_at
 
 
 def _claim(engine: Engine, query: Select[tuple[Operation]]) -> Select[tuple[Operation]]:
@@ -118,10 +128,13 @@ class Sweeper:
             for op in session.execute(_claim(self.engine, query)).scalars():
                 due = op.next_observation_at
                 assert due is not None
+                if due <= cutoff and not _resend_now(due, op.enqueued_at, now):
+                    continue
                 if due <= cutoff:
-                    # Lost or stuck: a new fence, due now (as a wake).
-                    op.fence = op.fence + 1
-                    op.next_observation_at = now
+                    # Lost, or queued behind a backlog: the same fence again. A duplicate is
+                    # dropped by the observer (and makes it re-send ``evaluate``, in case that
+                    # message was the one lost); a new fence would make the queued message stale
+                    # and, under a backlog longer than the grace, starve the operation.
                     op.enqueued_at = now
                     sends.append((op.id, op.fence, 0.0))
                     report.resent += 1

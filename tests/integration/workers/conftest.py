@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -88,7 +89,7 @@ class FakeProvider:
             "currency": currency,
             "charge": charge,
             "status": status,
-            "created": created if created is not None else int(time.time()),
+            "created": created,  # None: stamped at the first read (made after the operation)
         }
         with self.lock:
             self.plans[refund_id] = RefundPlan(body=body, mode=mode, pending_reads=pending_reads)
@@ -110,6 +111,8 @@ class FakeProvider:
                 return 503, {"error": {"type": "api_error"}}, 0.0
             if plan.mode == "hang":
                 return 503, None, 3.0
+            if plan.body["created"] is None:
+                plan.body["created"] = int(time.time())
             body = dict(plan.body)
             if len(self.reads[refund_id]) <= plan.pending_reads:
                 body["status"] = "pending"
@@ -297,13 +300,12 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster(
-    migrated_postgres_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Cluster]:
+def cluster(migrated_postgres_url: str, redis_url: str) -> Iterator[Cluster]:
     """Observer, verdict worker and sweeper processes on the session's database and Redis."""
     from shared import celery_app
 
-    logs = tmp_path_factory.mktemp("worker-logs")
+    # Not under pytest's base temp: concurrent pytest runs on this machine rotate it away.
+    logs = Path(tempfile.mkdtemp(prefix="provely-workers-"))
     values = {
         "PROVELY_DATABASE_URL": migrated_postgres_url,
         "PROVELY_BROKER_URL": redis_url,
@@ -312,7 +314,7 @@ def cluster(
         "PROVELY_DATA_DIR": str(logs),
         "PROVELY_JITTER_RATIO": "0",
         "PROVELY_SWEEPER_INTERVAL_SECONDS": "0.25",
-        "PROVELY_SWEEPER_GRACE_SECONDS": "1.5",
+        "PROVELY_SWEEPER_GRACE_SECONDS": "2",
         "PROVELY_HTTP_TIMEOUT_SECONDS": "0.5",
         "PROVELY_LOG_JSON": "false",
     }

@@ -203,6 +203,7 @@ _DESCRIPTIONS = {
     404: "No such resource in this workspace.",
     409: "Conflicts with the resource's current state.",
     413: "The body is larger than the limit.",
+    415: "The body's media type is not accepted.",
     422: "The request is well-formed but invalid.",
     503: "A dependency is unavailable.",
 }
@@ -210,4 +211,7 @@ _DESCRIPTIONS = {
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries for the given error statuses (problem+json)."""
-    return {status: _problem_content(_DESCRIPTIONS[status]) for status in statuses}
+    return {
+        status: _problem_content(_DESCRIPTIONS.get(status) or HTTPStatus(status).phrase)
+        for status in statuses
+    }

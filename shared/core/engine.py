@@ -476,12 +476,21 @@ def decide(
     results: list[ConditionResult] = []
     truths: list[bool | None] = []
     note_cache: dict[tuple[str, ...], str | None] = {}
+    last_time: Any = _NOT_LITERAL
+    last_time_plain: Any = None
     for cond in compiled.all_conditions:
         left = cond.path.resolve(context, cond.missing)
         right = cond.literal
         if right is _NOT_LITERAL:
             right = cond.operand.resolve(context)
-            expected = right if type(right) in _PLAIN_TYPES else _plain(right)
+            if type(right) in _PLAIN_TYPES:
+                expected = right
+            elif right is last_time:  # $operation.created_at, read by several conditions
+                expected = last_time_plain
+            else:
+                expected = _plain(right)
+                if type(right) is datetime:
+                    last_time, last_time_plain = right, expected
         else:
             expected = cond.literal_plain
         truth = cond.fn(left, right)
@@ -588,8 +597,10 @@ def decide(
         decided_by = frozenset()
 
     evidence = tuple(
-        _evidence_row(channel, latest.get(channel.name), fresh, decided_by)
-        for channel in compiled.channels
+        [
+            _evidence_row(channel, latest.get(channel.name), fresh, decided_by)
+            for channel in compiled.channels
+        ]
     )
     return Decision(
         verdict=verdict,

@@ -307,7 +307,7 @@ def _compiled(contract: Contract) -> _Compiled:
         return entry[1]
     compiled = _Compiled(contract)
     if len(_cache) >= _CACHE_SIZE:
-        _cache.pop(next(iter(_cache)))
+        _cache.pop(next(iter(_cache), 0), None)  # oldest first; tolerate a racing evict
     _cache[id(contract)] = (contract, compiled)
     return compiled
 

@@ -4,7 +4,8 @@ Events were verified, deduplicated and stored by the webhook intake, with the co
 each one carries (``event_keys``) and the operations it correlated with (``operation_events``).
 This verifier loads the candidates of one channel — events of the channel's types that are
 linked to the operation, or that carry one of the operation's known key values (its id, the
-subject id, learned keys, the correlation keys' values such as the charge) — and hands them to
+subject id, learned keys, the correlation keys' values, the values the channel's match rules
+compare with such as ``$input.charge``) — and hands them to
 the core's ``reduce_events``, which applies the channel's match rules (three-valued: only true
 counts), drops events older than the operation, deduplicates on the event id, orders by the
 provider's timestamp and sets aside events of an unsupported API version. Loading more
@@ -23,7 +24,7 @@ from sqlalchemy.orm import Session
 from services.observer.readings import Reading, digest_of
 from shared.core.contract import Channel, Contract, canonical_json
 from shared.core.events import reduce_events
-from shared.core.expressions import EvaluationContext
+from shared.core.expressions import EvaluationContext, resolve
 from shared.core.types import EventRecord, ObservationStatus
 from shared.db.models import Event, EventKey, Operation, OperationEvent
 
@@ -116,12 +117,18 @@ def read_webhook(
             observed_at=clock(),
             error="channel_without_webhook_verifier",
         )
+    values = known_key_values(op, dict(context.correlation))
+    for rule in verifier.match:
+        # What a match rule compares an event with ($input.charge …) names candidates too.
+        operand = resolve(rule.value, context)
+        if isinstance(operand, str) and operand:
+            values.add(operand)
     events = load_events(
         session,
         op,
         provider=channel.provider_of(contract),
         event_types=verifier.event_types,
-        key_values=known_key_values(op, dict(context.correlation)),
+        key_values=values,
     )
     value = reduce_events(
         channel,

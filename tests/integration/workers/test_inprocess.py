@@ -21,7 +21,7 @@ import pytest
 import redis
 from sqlalchemy import Engine, select
 
-from services.observer.observe import Observer, ObserveOutcome
+from services.observer.observe import ObserveOutcome, Observer
 from services.verdict.evaluate import Plan, evaluate_operation
 from services.verdict.sweeper import ACTION_NOT_REPORTED, Sweeper
 from shared.core.contract import contract_hash
@@ -329,8 +329,8 @@ def test_wake_moves_the_fence_and_only_for_open_observed_operations(env: Cluster
         op = session.get(Operation, op_id)
         assert op is not None
         assert op.fence == 3
+        stale = Operation(id=op_id, fence=1)
         with pytest.raises(ScheduleConflict):
-            stale = Operation(id=op_id, fence=1)
             schedule_observation(session, stale, delay_ms=10, now=now)
     refunds, sent = Refunds(), Sent()
     refunds.answers["re_w"] = (200, _refund("re_w", status="pending", created=now))

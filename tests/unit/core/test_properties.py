@@ -270,3 +270,29 @@ def test_every_decision_is_consistent(case: Case) -> None:
     if decision.final and decision.verdict is Verdict.CONTRADICTED:
         assert decision.reason in {n.id for n in C.negative} | {"canceled"}
     assert len(decision.conditions) == len(C.completion) + len(C.negative) + len(C.verdict_map)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(events(), max_size=8),
+    st.randoms(use_true_random=False),
+    st.lists(st.integers(0, 20), max_size=6),
+)
+def test_the_reduction_ignores_arrival_order_and_repeats(
+    records: list[EventRecord], rng: Any, duplicate: list[int]
+) -> None:
+    operation = OperationFacts(
+        id="op_1", created_at=T0, input=dict(INPUT), action_result={"id": "re_1"}
+    )
+    for channel in ("refund_succeeded_events", "refund_created_events"):
+        baseline = webhook(channel, records, operation=operation).value
+        arrived = list(records)
+        if arrived:
+            arrived.extend(arrived[i % len(arrived)] for i in duplicate)
+        rng.shuffle(arrived)
+        again = webhook(channel, arrived, operation=operation).value
+        assert {k: v for k, v in again.items() if k != "duplicates_dropped"} == {
+            k: v for k, v in baseline.items() if k != "duplicates_dropped"
+        }
+        ids = [e["id"] for e in again["events"]]
+        assert len(ids) == len(set(ids))

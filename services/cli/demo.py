@@ -159,6 +159,31 @@ class EmbeddedDemoSystem:
                 now=datetime.now(UTC),
             )
 
+    def connect_http(self, workspace_id: str, *, base_url: str) -> None:
+        """What ``provely connection set --provider http`` does: read back the user's app."""
+        import base64
+        import secrets
+        from datetime import UTC, datetime
+
+        from shared.db.session import get_engine, session_scope
+        from shared.db.tenants import set_connection
+
+        settings = self._settings()
+        # The app sends no webhooks to Provely; the connection still holds a secret.
+        secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode("ascii")
+        with session_scope(get_engine(settings.resolved_database_url())) as session:
+            set_connection(
+                session,
+                workspace_id,
+                provider="http",
+                webhook_secrets=[secret],
+                api_key=None,
+                base_url=base_url,
+                signature_scheme="standard_webhooks",
+                settings=settings,
+                now=datetime.now(UTC),
+            )
+
     def new_sandbox(self) -> Sandbox:
         from services.cli.scenarios import DEFAULT_SANDBOX_OPTIONS, Sandbox
         from services.sandbox.runner import run_sandbox
@@ -398,6 +423,16 @@ def _outcome_json(o: Outcome) -> dict[str, Any]:
         "state": op.get("state"),
         "final": op.get("final"),
         "why": o.why,
+        "others": [
+            {
+                "operation_id": other.get("id"),
+                "verdict": other.get("verdict"),
+                "reason": other.get("reason"),
+                "state": other.get("state"),
+                "final": other.get("final"),
+            }
+            for other in o.others
+        ],
         "receipt_verified": o.receipt_ok,
         "receipt": o.receipt,
         "seen": [list(s) for s in o.seen],

@@ -9,7 +9,9 @@ Stripe sandbox is a ``provely sandbox stripe`` process. It implements the scenar
 
 from __future__ import annotations
 
+import base64
 import json
+import secrets
 import socket
 import subprocess
 import time
@@ -136,6 +138,23 @@ class DistributedSystem:
                 webhook_secret,
                 "--api-key",
                 api_key,
+                "--base-url",
+                base_url,
+            ]
+        )
+
+    def connect_http(self, workspace_id: str, *, base_url: str) -> None:
+        secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode("ascii")
+        self.cli(
+            [
+                "connection",
+                "set",
+                "--workspace",
+                workspace_id,
+                "--provider",
+                "http",
+                "--webhook-secret",
+                secret,
                 "--base-url",
                 base_url,
             ]

@@ -28,7 +28,7 @@ def _run_demo(*args: str, timeout: float) -> tuple[subprocess.CompletedProcess[s
 
 def test_demo_proves_a_refund_with_a_verified_receipt() -> None:
     run, wall = _run_demo(timeout=180)
-    assert run.returncode == 0, run.stderr[-4000:] + run.stdout[-2000:]
+    assert run.returncode == 0, _failures(run)
     report = json.loads(run.stdout)
     assert report["ok"] is True
     (outcome,) = report["outcomes"]
@@ -44,9 +44,18 @@ def test_demo_proves_a_refund_with_a_verified_receipt() -> None:
     assert wall < 180
 
 
+def _failures(run: subprocess.CompletedProcess[str]) -> str:
+    try:
+        report = json.loads(run.stdout)
+    except ValueError:
+        return run.stderr[-4000:] + run.stdout[-2000:]
+    bad = [o for o in report.get("outcomes", []) if not o.get("ok")]
+    return json.dumps(bad, indent=1) + "\n" + run.stderr[-3000:]
+
+
 def test_demo_all_reaches_every_expected_verdict() -> None:
     run, wall = _run_demo("--all", timeout=180)
-    assert run.returncode == 0, run.stderr[-4000:] + run.stdout[-2000:]
+    assert run.returncode == 0, _failures(run)
     report = json.loads(run.stdout)
     assert report["ok"] is True
     assert {o["scenario"] for o in report["outcomes"]} == set(SCENARIOS)

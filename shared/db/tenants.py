@@ -7,6 +7,7 @@ are stored as sha256, secrets encrypted (``shared.secrets``).
 
 from __future__ import annotations
 
+import re
 import secrets as random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -153,6 +154,13 @@ def authenticate(session: Session, plain_key: str) -> Authenticated | None:
     return Authenticated(row.id, row.workspace_id, frozenset(row.scopes.split(",")))
 
 
+_URL_HOST = re.compile(r"^https?://[^/?#@\s]+(?:[/?#]\S*)?$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_RESERVED_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "accept", "te", "upgrade"}
+)
+
+
 def set_connection(
     session: Session,
     workspace_id: str,
@@ -182,6 +190,12 @@ def set_connection(
         raise TenantError("the signature tolerance is at least 1 second")
     if not base_url.startswith(("https://", "http://")):
         raise TenantError(f"base URL {base_url!r} is not an http(s) URL")
+    if not _URL_HOST.match(base_url):
+        raise TenantError(f"base URL {base_url!r} names no host")
+    if auth_header is not None and (
+        not _HEADER_NAME.match(auth_header) or auth_header.lower() in _RESERVED_HEADERS
+    ):
+        raise TenantError(f"{auth_header!r} cannot carry the credential: name an HTTP header")
     secrets_enc = encrypt_webhook_secrets(list(webhook_secrets), settings=settings)
     key_enc = encrypt(api_key.encode("utf-8"), settings=settings) if api_key else None
     row = session.execute(

@@ -504,16 +504,30 @@ def recheck_verified(
 ) -> tuple[CheckOutcome, Receipt | None]:
     """Evaluate a rechecked VERIFIED operation over its latest ``observations`` (core values).
 
-    The recheck marker is cleared whatever the answer; a contradiction flags the operation
-    (see :func:`check_late_evidence`).
+    Nothing happens until the reading of the operation's current fence is stored. Then the
+    recheck marker is cleared whatever the answer; a contradiction flags the operation (see
+    :func:`check_late_evidence`).
     """
-    from sqlalchemy import update
+    from sqlalchemy import select, update
 
     from shared.core.engine import decide
+    from shared.db.models import Observation as ObservationRow
     from shared.db.models import Operation as OperationRow
     from shared.operations import contract_for, facts_for
 
     if not needs_recheck(operation):
+        return CheckOutcome.NOT_APPLICABLE, None
+    read = session.execute(
+        select(ObservationRow.id)
+        .where(
+            ObservationRow.operation_id == operation.id,
+            ObservationRow.fence == operation.fence,
+        )
+        .limit(1)
+    ).first()
+    if read is None:
+        # The recheck reading is not stored yet (another message woke the evaluation): the
+        # observe task of this fence evaluates again once it has read.
         return CheckOutcome.NOT_APPLICABLE, None
     decision = decide(contract_for(session, operation), facts_for(operation), observations, now)
     outcome, receipt = check_late_evidence(session, operation, decision, now=now, settings=settings)

@@ -42,6 +42,7 @@ from shared.db.models import Observation, Operation
 from shared.db.session import get_engine, session_scope
 from shared.operations import change_state, contract_for, facts_for
 from shared.ratelimit import RateLimiter, bucket_for
+from shared.receipts import needs_recheck
 from shared.scheduling import OBSERVABLE_STATES, OBSERVE_LEAD_S
 from shared.settings import Settings, get_settings
 
@@ -160,7 +161,7 @@ class Observer:
             op = session.get(Operation, operation_id)
             if op is None:
                 return ObserveOutcome.MISSING
-            if op.final or op.state not in OBSERVABLE_STATES:
+            if (op.final or op.state not in OBSERVABLE_STATES) and not needs_recheck(op):
                 return ObserveOutcome.CLOSED
             if op.fence != fence:
                 return ObserveOutcome.STALE
@@ -206,7 +207,7 @@ class Observer:
             op = session.get(Operation, operation_id)
             if op is None:
                 return ObserveOutcome.MISSING
-            if op.final or op.state not in OBSERVABLE_STATES:
+            if (op.final or op.state not in OBSERVABLE_STATES) and not needs_recheck(op):
                 return ObserveOutcome.CLOSED
             contract = contract_for(session, op)
             context = build_context(contract, facts_for(op))

@@ -42,6 +42,7 @@ from shared.db.models import Observation as ObservationRow
 from shared.db.models import Operation
 from shared.db.session import session_scope
 from shared.operations import change_state, contract_for, facts_for
+from shared.receipts import needs_recheck, recheck_verified
 from shared.scheduling import ScheduleConflict, schedule_observation
 from shared.settings import Settings
 
@@ -288,6 +289,16 @@ def evaluate_operation(
         try:
             with session_scope(engine) as session:
                 op = session.get(Operation, operation_id)
+                if op is not None and needs_recheck(op):
+                    # A late event asked for one more reading of a VERIFIED operation.
+                    recheck_verified(
+                        session,
+                        op,
+                        latest_observations(session, op.id),
+                        now=clock(),
+                        settings=settings,
+                    )
+                    return None
                 if op is None or op.final:
                     return None
                 if op.state not in (

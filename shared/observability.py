@@ -57,10 +57,12 @@ __all__ = [
     "configure_logging",
     "get_logger",
     "install_celery_hooks",
+    "install_http_observability",
     "mark_process_dead",
     "metrics_asgi_app",
     "metrics_registry",
     "observe_queue_lag",
+    "operations_by_state",
     "record_verdict",
     "start_metrics_server",
 ]
@@ -180,6 +182,39 @@ def metrics_asgi_app(extra: Iterable[Collector] = ()) -> Any:
     from prometheus_client import make_asgi_app
 
     return make_asgi_app(registry=metrics_registry(extra))
+
+
+def operations_by_state(engine: Any) -> Callable[[], dict[str, int]]:
+    """A ``count_by_state`` for :class:`OperationsByStateCollector` reading ``engine``."""
+
+    def count() -> dict[str, int]:
+        from sqlalchemy import func, select
+
+        from shared.db.models import Operation
+
+        with engine.connect() as conn:
+            rows = conn.execute(
+                select(Operation.state, func.count()).group_by(Operation.state)
+            ).all()
+        return {str(state): int(n) for state, n in rows}
+
+    return count
+
+
+def install_http_observability(app: Any, *, engine: Any) -> None:
+    """On an ASGI app (the ingress): ``GET /metrics`` (this process's metrics, or every worker
+    process's when running multi-process, plus operations by state from ``engine``) and the
+    log context of each request (request id, the path's operation id)."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+    from starlette.responses import Response
+
+    registry = metrics_registry([OperationsByStateCollector(operations_by_state(engine))])
+
+    def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
+    app.add_middleware(LogContextMiddleware)
 
 
 def start_metrics_server(port: int, *, addr: str = "0.0.0.0") -> None:

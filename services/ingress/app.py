@@ -175,6 +175,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = engine
     install_problem_handlers(app)
     app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes)
+    from shared.observability import install_http_observability
+
+    install_http_observability(app, engine=engine)  # GET /metrics, log context per request
     app.include_router(operations.router)
     app.include_router(contracts.router)
     app.include_router(custom_contracts.router)

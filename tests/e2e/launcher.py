@@ -29,6 +29,7 @@ class DistributedSystem:
     def __init__(self, *, postgres_url: str, redis_url: str, workdir: Path) -> None:
         self.workdir = workdir
         self.port = free_port()
+        self.metrics_ports = {"observer": free_port(), "verdict": free_port()}
         self.env: dict[str, str] = {}
         self._postgres_url = postgres_url
         self._redis_url = redis_url
@@ -77,8 +78,28 @@ class DistributedSystem:
                     "1",
                 ],
             ),
-            ChildSpec("observer", ["serve", "observer", "--concurrency", "2"]),
-            ChildSpec("verdict", ["serve", "verdict", "--concurrency", "1"]),
+            ChildSpec(
+                "observer",
+                [
+                    "serve",
+                    "observer",
+                    "--concurrency",
+                    "2",
+                    "--metrics-port",
+                    str(self.metrics_ports["observer"]),
+                ],
+            ),
+            ChildSpec(
+                "verdict",
+                [
+                    "serve",
+                    "verdict",
+                    "--concurrency",
+                    "1",
+                    "--metrics-port",
+                    str(self.metrics_ports["verdict"]),
+                ],
+            ),
             ChildSpec("sweeper", ["serve", "sweeper"]),
         ]
         self.supervisor = Supervisor(

@@ -254,9 +254,32 @@ def facts_for(op: Operation) -> OperationFacts:
     )
 
 
+_custom_cache: dict[tuple[int, str], ResolvedContract] = {}
+
+
 def _custom(row: CustomContract) -> ResolvedContract:
-    contract = Contract.model_validate(row.document)
-    return ResolvedContract(contract, contract_hash(contract), row.id, "custom")
+    """A stored custom contract, parsed once per row (rows are never rewritten)."""
+    key = (row.id, row.hash)
+    found = _custom_cache.get(key)
+    if found is None:
+        contract = Contract.model_validate(row.document)
+        found = ResolvedContract(contract, contract_hash(contract), row.id, "custom")
+        if len(_custom_cache) > 1024:
+            _custom_cache.clear()
+        _custom_cache[key] = found
+    return found
+
+
+def _shipped(contract_id: str, version: str | None) -> list[ResolvedContract]:
+    registry = get_registry()
+    versions = registry.versions(contract_id)
+    if version is not None:
+        versions = [v for v in versions if v == version]
+    found = []
+    for v in versions:
+        entry = registry.entry(contract_id, v)
+        found.append(ResolvedContract(entry.contract, entry.hash, None, entry.certification))
+    return found
 
 
 def contract_for(session: Session, op: Operation) -> Contract:
@@ -267,6 +290,13 @@ def contract_for(session: Session, op: Operation) -> Contract:
             raise ContractNotFound(f"custom contract {op.custom_contract_id} is gone")
         resolved = _custom(row)
     else:
+        entry = get_registry().by_hash(op.contract_hash)
+        if (
+            entry is not None
+            and entry.contract.id == op.contract_id
+            and entry.contract.version == op.contract_version
+        ):
+            return entry.contract
         resolved = find_contract(session, op.workspace_id, op.contract_id, op.contract_version)
     if resolved.hash != op.contract_hash:
         raise ContractMismatch(
@@ -292,13 +322,21 @@ def find_contract(
 ) -> ResolvedContract:
     """The contract ``contract_id`` at ``version`` (default: the newest) for the workspace.
 
+    A shipped contract id is looked up in the registry only: a workspace cannot shadow it
+    (``POST /v1/contracts`` refuses shipped ids). Other ids are the workspace's own contracts.
     Raises ``shared.registry.RegistryError`` when the shipped contracts cannot be loaded.
     """
-    candidates = [r for r in list_contracts(session, workspace_id) if r.contract.id == contract_id]
-    if version is not None:
-        candidates = [r for r in candidates if r.contract.version == version]
+    if get_registry().versions(contract_id):
+        candidates = _shipped(contract_id, version)
+    else:
+        query = select(CustomContract).where(
+            CustomContract.workspace_id == workspace_id,
+            CustomContract.contract_id == contract_id,
+        )
+        if version is not None:
+            query = query.where(CustomContract.version == version)
+        candidates = [_custom(row) for row in session.execute(query).scalars()]
     if not candidates:
         wanted = contract_id if version is None else f"{contract_id} {version}"
         raise ContractNotFound(f"no contract {wanted}")
-    # Own contracts win over shipped ones at the same version.
-    return max(candidates, key=lambda r: (r.contract.version_key, r.custom_id is not None))
+    return max(candidates, key=lambda r: r.contract.version_key)

@@ -114,6 +114,22 @@ def _replay(session: Session, workspace_id: str, key: str, digest: str) -> Opera
     return found
 
 
+def _insert_once(
+    session: Session, op: Operation, workspace_id: str, key: str, digest: str
+) -> Operation | None:
+    """Insert ``op``; when a concurrent request with the same key won, return its operation."""
+    try:
+        with session.begin_nested():
+            session.add(op)
+            session.flush()
+    except IntegrityError:
+        earlier = _replay(session, workspace_id, key, digest)
+        if earlier is None:
+            raise
+        return earlier
+    return None
+
+
 def create_operation(
     session: Session,
     *,
@@ -168,18 +184,13 @@ def create_operation(
         created_at=now,
         updated_at=now,
     )
-    try:
-        with session.begin_nested():
-            session.add(op)
-            session.flush()
-    except IntegrityError:
-        # A concurrent request with the same Idempotency-Key won the insert.
-        if idempotency_key is None:
-            raise
-        earlier = _replay(session, workspace_id, idempotency_key, digest)
-        if earlier is None:
-            raise
-        return Created(earlier, new=False)
+    if idempotency_key is None:
+        session.add(op)
+        session.flush()
+    else:
+        earlier = _insert_once(session, op, workspace_id, idempotency_key, digest)
+        if earlier is not None:
+            return Created(earlier, new=False)
     append_transition(
         session,
         workspace_id=workspace_id,

@@ -119,3 +119,29 @@ def test_no_key_or_secret_in_plain_text_in_any_table(api: Api) -> None:
         assert plain[3:] not in dump  # not even without its prefix
     assert api.settings.secret_key is not None
     assert api.settings.secret_key not in dump
+
+
+def test_concurrent_creates_with_one_idempotency_key_make_one_operation(pg_api: Api) -> None:
+    headers = {**pg_api.a.headers(), "Idempotency-Key": "same-key"}
+    body = {"contract": "stripe.refund.succeeded", "input": INPUT}
+    results: list[tuple[int, str]] = []
+    lock = threading.Lock()
+    with LiveServer(pg_api.app) as server:
+        barrier = threading.Barrier(10)
+
+        def creator() -> None:
+            with httpx.Client(base_url=server.url, headers=headers, timeout=60) as client:
+                barrier.wait()
+                response = client.post("/v1/operations", json=body)
+            with lock:
+                results.append((response.status_code, response.json()["id"]))
+
+        threads = [threading.Thread(target=creator) for _ in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert sorted(code for code, _ in results) == [200] * 9 + [201]
+    assert len({op_id for _, op_id in results}) == 1
+    with session_scope(pg_api.engine) as session:
+        assert session.execute(select(func.count()).select_from(Operation)).scalar_one() == 1

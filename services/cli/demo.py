@@ -346,18 +346,45 @@ def _evidence_table(op: Mapping[str, Any]) -> RenderableType:
 
 
 def _timeline_text(outcome: Outcome) -> str:
-    steps: list[str] = []
-    for item in outcome.timeline:
-        to_state = item.get("to_state") or (item.get("transition") or {}).get("to_state")
-        if to_state and (not steps or steps[-1] != to_state):
-            steps.append(str(to_state))
+    steps = [str(i["to_state"]) for i in outcome.timeline if i.get("kind") == "transition"]
     if not steps:
         steps = [s for s, _, _ in outcome.seen]
     return " → ".join(dict.fromkeys(steps)) if steps else ""
 
 
+def _timeline_table(outcome: Outcome) -> RenderableType:
+    from datetime import datetime
+
+    from rich.table import Table
+
+    table = Table(title="timeline (from GET /v1/operations/{id}/timeline)", expand=True)
+    for column in ("+s", "what", "detail"):
+        table.add_column(column)
+    start: datetime | None = None
+    for item in outcome.timeline:
+        try:
+            at = datetime.fromisoformat(str(item.get("at")).replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        start = start or at
+        kind = item.get("kind")
+        if kind == "transition":
+            what = f"{item.get('from_state') or '∅'} → {item.get('to_state')}"
+            detail = f"{item.get('verdict') or ''} {item.get('reason') or ''} ({item.get('cause')})"
+        elif kind == "observation":
+            what = f"observed {item.get('channel')}"
+            detail = f"{item.get('status')} (fence {item.get('fence')})"
+        else:
+            what = f"event {item.get('type')}"
+            detail = f"{item.get('strategy')} / {item.get('assurance')}"
+        table.add_row(f"{(at - start).total_seconds():5.2f}", what, detail)
+    return table
+
+
 def _print_single(console: Console, outcome: Outcome) -> None:
     op = outcome.operation or {}
+    if outcome.timeline:
+        console.print(_timeline_table(outcome))
     if op:
         console.print(_conditions_table(op))
         console.print(_evidence_table(op))

@@ -840,7 +840,7 @@ async def _timeline(api: httpx.AsyncClient, op_id: str) -> list[dict[str, Any]]:
     if response.status_code != 200:
         return []
     data = response.json()
-    items = data.get("items", data.get("data", [])) if isinstance(data, dict) else data
+    items = data.get("entries", []) if isinstance(data, dict) else data
     return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
 
 

@@ -114,10 +114,9 @@ def configure(celery: Celery, settings: Settings) -> None:
         # The SQLAlchemy transport has no fanout exchange, which remote control needs.
         worker_enable_remote_control=not embedded,
     )
-    # Drop connections made for a previous broker (tests reconfigure a live app).
-    pool = getattr(celery, "_pool", None)
-    if pool is not None:
-        pool.force_close_all()
+    # Forget the pools made for a previous broker (tests reconfigure a live app). They are not
+    # closed: kombu keeps them in a process-wide registry and hands them out again by URL.
+    if getattr(celery, "_pool", None) is not None:
         celery._pool = None  # type: ignore[attr-defined]
     amqp = celery.__dict__.get("amqp")
     if amqp is not None:

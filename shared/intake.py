@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sqlalchemy import Select, and_, or_, select, update
+from sqlalchemy import String, and_, column, literal, or_, select, true, update, values
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -394,7 +394,46 @@ def store_event(
         .on_conflict_do_nothing(index_elements=["workspace_id", "provider", "event_id"])
         .returning(Event.id)
     )
-    event_pk = session.execute(stmt).scalar_one_or_none()
+    keys = sorted(event.keys.items())
+    if keys and session.get_bind().dialect.name == "postgresql":
+        # One round trip: the event and its keys, the keys only when the event row is new.
+        inserted = stmt.cte("inserted_event")
+        pairs = values(
+            column("name", String), column("value", String), name="event_key_values"
+        ).data(keys)
+        keyed = (
+            postgresql.insert(EventKey)
+            .from_select(
+                ["event_pk", "workspace_id", "provider", "name", "value"],
+                select(
+                    inserted.c.id,
+                    literal(workspace_id, String),
+                    literal(provider, String),
+                    pairs.c.name,
+                    pairs.c.value,
+                ).select_from(inserted.join(pairs, true())),
+            )
+            .returning(EventKey.event_pk)
+            .add_cte(inserted)
+        )
+        found = session.execute(keyed).scalars().first()
+        event_pk = None if found is None else int(found)
+    else:
+        event_pk = session.execute(stmt).scalar_one_or_none()
+        if event_pk is not None and keys:
+            session.execute(
+                _insert(session, EventKey).on_conflict_do_nothing(),
+                [
+                    {
+                        "event_pk": event_pk,
+                        "workspace_id": workspace_id,
+                        "provider": provider,
+                        "name": name,
+                        "value": value,
+                    }
+                    for name, value in keys
+                ],
+            )
     if event_pk is None:
         session.execute(
             update(Event)
@@ -407,20 +446,6 @@ def store_event(
             .execution_options(synchronize_session=False)
         )
         return None
-    if event.keys:
-        session.execute(
-            _insert(session, EventKey).on_conflict_do_nothing(),
-            [
-                {
-                    "event_pk": event_pk,
-                    "workspace_id": workspace_id,
-                    "provider": provider,
-                    "name": name,
-                    "value": value,
-                }
-                for name, value in sorted(event.keys.items())
-            ],
-        )
     return int(event_pk)
 
 
@@ -603,21 +628,39 @@ def correlate_event(
     now: datetime,
     result: IntakeResult | None = None,
 ) -> IntakeResult:
-    """Link a newly stored event (row ``event_pk``) to every operation it correlates with."""
+    """Link a newly stored event (row ``event_pk``) to every operation it correlates with.
+
+    One query finds the candidates: operations whose subject id is the event's object id,
+    the operation whose id is the event's idempotency key, and open operations without a
+    subject id whose fingerprint field matches (narrowed in SQL on one field, all fields
+    compared here).
+    """
     result = result or IntakeResult(event_pk=event_pk, duplicate=False)
-    ws = workspace_id
-    conditions = []
+    conditions: list[Any] = []
     if event.object_id is not None:
         conditions.append(Operation.subject_id == event.object_id)
     if event.idempotency_key is not None:
         conditions.append(Operation.id == event.idempotency_key)
-    candidates: dict[str, Operation] = {}
-    if conditions:
-        rows = session.execute(
-            select(Operation).where(Operation.workspace_id == ws, or_(*conditions))
-        ).scalars()
-        candidates = {op.id: op for op in rows}
-    for op in sorted(candidates.values(), key=lambda o: o.id):
+    names = fingerprint_key_names(provider)
+    fingerprinted = bool(names) and names <= set(event.keys)
+    if fingerprinted:
+        probe = min(names, key=lambda n: (event.keys[n].lstrip("-").isdigit(), n))
+        conditions.append(
+            and_(
+                Operation.final.is_(False),
+                Operation.subject_id.is_(None),
+                Operation.input[probe].as_string() == event.keys[probe],
+            )
+        )
+    if not conditions:
+        return result
+    candidates = session.execute(
+        select(Operation)
+        .where(Operation.workspace_id == workspace_id, or_(*conditions))
+        .order_by(Operation.id)
+    ).scalars()
+    weak: list[tuple[Operation, Contract]] = []
+    for op in list(candidates):
         contract = contract_of(session, op)
         if contract is None or provider not in event_providers(contract):
             continue
@@ -651,51 +694,19 @@ def correlate_event(
                 assurance=STRONG,
                 now=now,
             )
-    _correlate_fingerprint(
-        session,
-        result,
-        event_pk=event_pk,
-        workspace_id=workspace_id,
-        provider=provider,
-        event=event,
-        now=now,
-    )
-    return result
-
-
-def _correlate_fingerprint(
-    session: Session,
-    result: IntakeResult,
-    *,
-    event_pk: int,
-    workspace_id: str,
-    provider: str,
-    event: ParsedEvent,
-    now: datetime,
-) -> None:
-    """Weak links: open operations not yet strongly correlated (no subject id) whose every
-    fingerprint key equals the event's. An operation that knows its subject needs no candidate
-    (its webhook channels find the charge's other events by key value)."""
-    names = fingerprint_key_names(provider)
-    if not names or not names <= set(event.keys):
-        return
-    # Narrow in SQL on one string-valued input field; compare everything in Python.
-    probe = min(names, key=lambda n: (event.keys[n].lstrip("-").isdigit(), n))
-    query: Select[tuple[Operation]] = select(Operation).where(
-        Operation.workspace_id == workspace_id,
-        Operation.final.is_(False),
-        Operation.subject_id.is_(None),
-        Operation.input[probe].as_string() == event.keys[probe],
-    )
+        elif fingerprinted and op.subject_id is None and not op.final:
+            weak.append((op, contract))
+    # Weak candidates: open operations not yet strongly correlated (no subject id) whose every
+    # fingerprint key equals the event's. An operation that knows its subject needs none (its
+    # webhook channels find the charge's other events by key value).
     linked = {link.operation_id for link in result.links}
-    for op in session.execute(query).scalars():
-        if op.id in linked:
-            continue
-        contract = contract_of(session, op)
-        if contract is None or provider not in event_providers(contract):
-            continue
+    for op, contract in weak:
         fingerprint = _fingerprint(contract, op)
-        if fingerprint and all(event.keys.get(k) == v for k, v in fingerprint.items()):
+        if (
+            op.id not in linked
+            and fingerprint
+            and all(event.keys.get(k) == v for k, v in fingerprint.items())
+        ):
             _record_link(
                 session,
                 result,
@@ -705,6 +716,7 @@ def _correlate_fingerprint(
                 assurance=WEAK,
                 now=now,
             )
+    return result
 
 
 def _events_with_keys(

@@ -122,13 +122,13 @@ _SECRETS_CACHE: dict[tuple[bytes, str | None], tuple[str, ...]] = {}
 _SECRETS_CACHE_SIZE = 1024
 
 
-def _connection_secrets(connection: Connection, settings: Settings) -> tuple[str, ...]:
+def _connection_secrets(stored: bytes, settings: Settings) -> tuple[str, ...]:
     """The connection's active webhook secrets (a Fernet-encrypted JSON list at rest).
 
     Decrypted values are kept in memory by ciphertext, so a rotation (new ciphertext) takes
     effect on the next delivery.
     """
-    ciphertext = bytes(connection.webhook_secrets_enc)
+    ciphertext = bytes(stored)
     key = (ciphertext, settings.secret_key)
     found = _SECRETS_CACHE.get(key)
     if found is not None:
@@ -158,10 +158,13 @@ def _ingest(
 
     with session_scope(engine) as session:
         connection = session.execute(
-            select(Connection).where(
-                Connection.workspace_id == workspace, Connection.provider == provider
-            )
-        ).scalar_one_or_none()
+            select(
+                Connection.id,
+                Connection.signature_scheme,
+                Connection.signature_tolerance_seconds,
+                Connection.webhook_secrets_enc,
+            ).where(Connection.workspace_id == workspace, Connection.provider == provider)
+        ).one_or_none()
         if connection is None:
             raise _NotFound
         try:
@@ -172,7 +175,7 @@ def _ingest(
         delivery = scheme.verify(
             body=body,
             headers=headers,
-            secrets=_connection_secrets(connection, settings),
+            secrets=_connection_secrets(connection.webhook_secrets_enc, settings),
             tolerance_s=connection.signature_tolerance_seconds,
             now=now,
         )

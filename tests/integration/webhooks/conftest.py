@@ -120,15 +120,30 @@ def settings(migrated_postgres_url: str, redis_url: str, tmp_path: Path) -> Sett
     )
 
 
+QUEUE_PREFIX = f"provely-webhook-tests-{os.getpid()}-"
+
+
 @pytest.fixture(scope="session")
 def celery_to_test_broker(redis_url: str) -> None:
-    """Point the shared Celery app at the session's Redis database (wakes are sent there).
+    """Point the shared Celery app at the session's Redis database (wakes are sent there),
+    under a key prefix of its own so that no worker of another test run consumes them.
 
     Once per session: the broker URL does not change, and reconfiguring closes live pools.
     """
     from shared import celery_app
 
     celery_app.configure(celery_app.app, Settings(broker_url=redis_url))
+    prefix_queues()
+
+
+def prefix_queues() -> None:
+    """Keep this run's messages under QUEUE_PREFIX (after anything that configured Celery)."""
+    from shared import celery_app
+
+    options = dict(celery_app.app.conf.broker_transport_options or {})
+    if options.get("global_keyprefix") != QUEUE_PREFIX:
+        options["global_keyprefix"] = QUEUE_PREFIX
+        celery_app.app.conf.broker_transport_options = options
 
 
 @pytest.fixture
@@ -167,7 +182,9 @@ def build_app(settings: Settings) -> FastAPI:
 
 @pytest.fixture
 def client(settings: Settings, celery_to_test_broker: None) -> Iterator[TestClient]:
-    with TestClient(build_app(settings), raise_server_exceptions=False) as test_client:
+    app = build_app(settings)  # the ingress app points Celery at the settings' broker
+    prefix_queues()
+    with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
 
 

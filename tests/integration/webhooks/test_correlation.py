@@ -18,6 +18,7 @@ from shared.intake import correlate_pending_events, event_record, register_late_
 from shared.registry import get_registry
 
 from .conftest import (
+    QUEUE_PREFIX,
     Tenant,
     TestClient,
     add_operation,
@@ -46,7 +47,8 @@ def test_event_of_the_subject_links_strongly_and_wakes(
     import redis
 
     queue = redis.Redis.from_url(redis_url)
-    queued = queue.llen("observe")
+    key = QUEUE_PREFIX + "observe"
+    queued = queue.llen(key)
     op_id = add_operation(pg_engine, tenant, subject_id="re_A", action_result={"id": "re_A"})
     before = load_operation(pg_engine, op_id)
     t = now_s()
@@ -63,8 +65,8 @@ def test_event_of_the_subject_links_strongly_and_wakes(
     assert after.next_observation_at is not None
     assert abs((after.next_observation_at - datetime.now(UTC)).total_seconds()) < 10
     # the observe message for the new fence was sent after commit
-    assert queue.llen("observe") == queued + 1
-    message = json.loads(queue.lindex("observe", 0))
+    assert queue.llen(key) == queued + 1
+    message = json.loads(queue.lindex(key, 0))
     assert message["headers"]["argsrepr"] == repr([op_id, after.fence])
 
 

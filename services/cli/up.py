@@ -408,6 +408,7 @@ def up(
     directory = data_dir or get_settings().data_dir
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
             probe.bind((host, port))
     except OSError as exc:
         typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror}", err=True)

@@ -10,7 +10,7 @@ import pytest
 from tests.e2e.launcher import DistributedSystem
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def distributed(
     postgres_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DistributedSystem]:

@@ -347,28 +347,44 @@ def _latest(times: Sequence[datetime | None]) -> datetime | None:
 
 
 def _is_newer(decision: Decision, receipt_body: Mapping[str, Any]) -> bool:
-    """Is the contradicting evidence newer than what verified? Provider time first.
+    """Is the contradicting evidence newer than the evidence that verified? Channel by channel.
 
-    When both sides carry provider timestamps and the contradiction's is strictly older, it is
-    an earlier state delivered late: it contradicts nothing. Otherwise (newer, equal or unknown
-    provider times) the observation times decide: a reading taken after the verifying one is
-    newer evidence.
+    For each channel that decided the contradiction, compare it with the same channel's
+    evidence in the receipt (clocks of different channels are never compared): provider time
+    first — strictly older means an earlier state delivered late, which contradicts nothing
+    (safety rule 5) — then, on equal or unknown provider times, the time it was read. The
+    contradiction is newer when no deciding channel is older and at least one is newer. A
+    channel the receipt did not cite is compared by reading time with its ``valid_as_of``.
     """
-    used = [e for e in decision.evidence if e.used] or [
+    deciding = [e for e in decision.evidence if e.used] or [
         e for e in decision.evidence if e.status == "ok" and e.fresh
     ]
-    old = [e for e in receipt_body.get("evidence") or () if isinstance(e, Mapping)]
-    new_provider = _latest([_parse_time(e.provider_timestamp) for e in used])
-    old_provider = _latest([_parse_time(e.get("provider_timestamp")) for e in old])
-    if new_provider is not None and old_provider is not None and new_provider < old_provider:
-        return False
-    new_seen = _latest([_parse_time(e.observed_at) for e in used])
-    old_seen = _latest([_parse_time(e.get("observed_at")) for e in old])
-    if old_seen is None:
-        old_seen = _parse_time(receipt_body.get("valid_as_of"))
-    if new_seen is None or old_seen is None:
-        return new_provider is not None and (old_provider is None or new_provider > old_provider)
-    return new_seen > old_seen
+    cited = [e for e in receipt_body.get("evidence") or () if isinstance(e, Mapping)]
+    valid_as_of = _parse_time(receipt_body.get("valid_as_of"))
+    newer = False
+    for entry in deciding:
+        same = [e for e in cited if e.get("channel") == entry.channel]
+        seen = _parse_time(entry.observed_at)
+        if not same:
+            if seen is not None and valid_as_of is not None:
+                if seen <= valid_as_of:
+                    return False
+                newer = True
+            continue
+        new_provider = _parse_time(entry.provider_timestamp)
+        old_provider = _latest([_parse_time(e.get("provider_timestamp")) for e in same])
+        if new_provider is not None and old_provider is not None:
+            if new_provider < old_provider:
+                return False
+            if new_provider > old_provider:
+                newer = True
+                continue
+        old_seen = _latest([_parse_time(e.get("observed_at")) for e in same])
+        if seen is not None and old_seen is not None:
+            if seen <= old_seen:
+                return False
+            newer = True
+    return newer
 
 
 class CheckOutcome(IntEnum):

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.integration
 INPUT = {"charge": "ch_123", "amount": 500, "currency": "usd"}
 
 
-def test_twenty_concurrent_results_make_exactly_one_transition(pg_api: Api) -> None:
+def test_twenty_concurrent_results_make_exactly_one_transition(api: Api) -> None:
+    """On PostgreSQL (row lock + version fence) and on SQLite (serialised writers)."""
+    pg_api = api
     headers = pg_api.a.headers()
     with LiveServer(pg_api.app) as server:
         with httpx.Client(base_url=server.url, headers=headers, timeout=30) as client:

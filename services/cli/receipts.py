@@ -50,6 +50,7 @@ def _keys_from_url(url: str) -> bytes:
 
 
 def _keys_from_database() -> KeyRing:
+    from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
     from shared.db.session import make_engine, session_scope
@@ -57,6 +58,11 @@ def _keys_from_database() -> KeyRing:
     from shared.settings import get_settings
 
     url = get_settings().resolved_database_url()
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database not in ("", ":memory:") and not Path(database).exists():
+            raise _CannotCheck(f"no local database at {database}; pass --keys FILE|URL")
     engine = make_engine(url)
     try:
         with session_scope(engine) as session:
@@ -114,6 +120,7 @@ def verify(
     as_json: bool = typer.Option(False, "--json", help="One JSON object for machines."),
 ) -> None:
     """Check a receipt's signature offline: exit 0 valid, 1 tampered, 2 cannot check."""
+    from shared.core.receipt import MalformedReceipt, parse_receipt_document
     from shared.receipts import Verification, VerificationResult, verify_receipt_document
 
     try:
@@ -125,6 +132,10 @@ def verify(
             ),
             as_json,
         )
+    try:
+        parse_receipt_document(data)
+    except MalformedReceipt as exc:  # say so before looking for keys
+        _report(VerificationResult(Verification.UNCHECKABLE, f"malformed receipt: {exc}"), as_json)
     try:
         keyring = _load_keyring(keys)
     except _CannotCheck as exc:

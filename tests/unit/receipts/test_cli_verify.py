@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import http.server
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -208,3 +209,35 @@ def test_console_script_end_to_end(tmp_path: Path, keys_file: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_without_keys_and_without_a_local_database_exits_2(tmp_path: Path) -> None:
+    """No --keys and no database: a clear answer, and no database file created on the way."""
+    file = write(tmp_path, signed(sample_body()))
+    script = shutil.which("provely", path=str(Path(sys.executable).parent))
+    assert script is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROVELY_")}
+    env["PROVELY_DATA_DIR"] = str(tmp_path / "data")
+    done = subprocess.run(
+        [script, "receipts", "verify", str(file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("no local database at ")
+    assert not (tmp_path / "data").exists()
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    done = subprocess.run(
+        [script, "receipts", "verify", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("malformed receipt: ")

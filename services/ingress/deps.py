@@ -65,9 +65,11 @@ def transaction(engine: Engine) -> Iterator[Session]:
 
 
 def _is_unavailable(exc: DBAPIError) -> bool:
+    """A database that cannot answer now (down, restarting, or SQLite busy past its timeout)."""
     name = type(exc.orig).__name__ if exc.orig is not None else ""
-    return name in {"OperationalError", "AdminShutdown", "CannotConnectNow"} and (
-        "connect" in str(exc.orig).lower() or "shutdown" in str(exc.orig).lower()
+    message = str(exc.orig).lower()
+    return name in {"OperationalError", "AdminShutdown", "CannotConnectNow"} and any(
+        word in message for word in ("connect", "shutdown", "database is locked")
     )
 
 

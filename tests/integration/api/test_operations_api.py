@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 from sqlalchemy import func, select
 
+from services.ingress.app import create_app
+from shared.audit import verify_chain
 from shared.core.types import OperationState
 from shared.db.models import Operation, Receipt, Transition
 from shared.db.session import session_scope
 from shared.db.tenants import revoke_api_key
 from shared.operations import change_state
+from shared.settings import Settings
 from tests.integration.api.conftest import Api
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from fastapi.testclient import TestClient
 
 pytestmark = pytest.mark.integration
 
@@ -406,3 +416,46 @@ def test_another_workspace_looks_like_nothing(api: Api) -> None:
         assert untouched is not None
         assert untouched.state == "OBSERVING"
         assert session.execute(select(func.count()).select_from(Receipt)).scalar_one() == 0
+
+
+def test_unreachable_database_and_broker_answer_503_not_500(tmp_path: Path) -> None:
+    from tests.integration.api.live import free_port
+
+    closed = free_port()  # nothing listens there once the probe socket is closed
+    settings = Settings(
+        database_url=f"postgresql+psycopg://postgres@127.0.0.1:{closed}/nowhere",
+        broker_url=f"redis://127.0.0.1:{closed}/0",
+        data_dir=tmp_path,
+        secret_key=Fernet.generate_key().decode(),
+    )
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        assert client.get("/healthz").status_code == 200
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["checks"]["database"].startswith("unreachable")
+        assert ready.json()["checks"]["broker"].startswith("unreachable")
+        down = client.get("/v1/operations", headers={"Authorization": "Bearer pv_whatever"})
+        assert down.status_code == 503
+        assert down.headers["content-type"] == PROBLEM
+
+
+def test_the_audit_chain_holds_after_api_traffic(api: Api) -> None:
+    op = create(api)
+    report(api, op["id"], {"phase": "started"})
+    report(api, op["id"], {"phase": "result", "result": {"id": "re_1"}, "http_status": 200})
+    error = {"error": {"type": "invalid_request_error"}}
+    report(api, create(api)["id"], {"phase": "error", "http_status": 400, "error": error})
+    with session_scope(api.engine) as session:
+        assert verify_chain(session, api.a.workspace_id) is None
+        seqs = (
+            session.execute(
+                select(Transition.seq)
+                .where(Transition.workspace_id == api.a.workspace_id)
+                .order_by(Transition.seq)
+            )
+            .scalars()
+            .all()
+        )
+    assert seqs == list(range(1, len(seqs) + 1))
+    # created, started, accepted, observing; created, failed
+    assert len(seqs) == 6

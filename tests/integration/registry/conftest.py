@@ -42,6 +42,7 @@ class Api:
     engine: Engine
     a: Tenant
     b: Tenant
+    settings: Settings
 
 
 def _tenant(engine: Engine, name: str) -> Tenant:
@@ -78,6 +79,8 @@ def pg_api(
         jitter_ratio=0.0,
     )
     app = create_app(settings)
-    api = Api(TestClient(app), pg_engine, _tenant(pg_engine, "a"), _tenant(pg_engine, "b"))
+    api = Api(
+        TestClient(app), pg_engine, _tenant(pg_engine, "a"), _tenant(pg_engine, "b"), settings
+    )
     with api.client:
         yield api

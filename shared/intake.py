@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sqlalchemy import String, and_, column, literal, or_, select, true, update, values
+from sqlalchemy import and_, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, load_only
 
 from shared.core.contract import Contract
 from shared.core.skill import EventShape
@@ -362,6 +362,26 @@ def _insert(session: Session, table: Any) -> Any:
     raise RuntimeError(f"unsupported database dialect {dialect}")
 
 
+_PG_STORE = text(
+    """
+    WITH inserted AS (
+        INSERT INTO events (workspace_id, provider, event_id, type, provider_timestamp,
+                            api_version, object_id, body, raw, digest, duplicates, received_at)
+        VALUES (:workspace_id, :provider, :event_id, :type, :provider_timestamp,
+                :api_version, :object_id, CAST(:body AS JSON), :raw, :digest, 0, :received_at)
+        ON CONFLICT (workspace_id, provider, event_id) DO NOTHING
+        RETURNING id
+    ), keyed AS (
+        INSERT INTO event_keys (event_pk, workspace_id, provider, name, value)
+        SELECT inserted.id, :workspace_id, :provider, k.name, k.value
+        FROM inserted, unnest(CAST(:names AS TEXT[]), CAST(:values AS TEXT[])) AS k(name, value)
+        ON CONFLICT DO NOTHING
+    )
+    SELECT id FROM inserted
+    """
+)
+
+
 def store_event(
     session: Session,
     *,
@@ -396,27 +416,25 @@ def store_event(
     )
     keys = sorted(event.keys.items())
     if keys and session.get_bind().dialect.name == "postgresql":
-        # One round trip: the event and its keys, the keys only when the event row is new.
-        inserted = stmt.cte("inserted_event")
-        pairs = values(
-            column("name", String), column("value", String), name="event_key_values"
-        ).data(keys)
-        keyed = (
-            postgresql.insert(EventKey)
-            .from_select(
-                ["event_pk", "workspace_id", "provider", "name", "value"],
-                select(
-                    inserted.c.id,
-                    literal(workspace_id, String),
-                    literal(provider, String),
-                    pairs.c.name,
-                    pairs.c.value,
-                ).select_from(inserted.join(pairs, true())),
-            )
-            .returning(EventKey.event_pk)
-            .add_cte(inserted)
-        )
-        found = session.execute(keyed).scalars().first()
+        # One round trip: the event, and its keys only when the event row is new.
+        found = session.execute(
+            _PG_STORE,
+            {
+                "workspace_id": workspace_id,
+                "provider": provider,
+                "event_id": event.event_id,
+                "type": event.type,
+                "provider_timestamp": event.provider_timestamp,
+                "api_version": event.api_version,
+                "object_id": event.object_id,
+                "body": json.dumps(event.body, separators=(",", ":")),
+                "raw": raw,
+                "digest": hashlib.sha256(raw).hexdigest(),
+                "received_at": now,
+                "names": [name for name, _ in keys],
+                "values": [value for _, value in keys],
+            },
+        ).scalar_one_or_none()
         event_pk = None if found is None else int(found)
     else:
         event_pk = session.execute(stmt).scalar_one_or_none()
@@ -529,6 +547,17 @@ def _of_subject_type(contract: Contract, event_type: str) -> bool:
     return event_type.split(".")[0] == contract.subject.type.split(".")[-1]
 
 
+_PG_LINK = text(
+    """
+    INSERT INTO operation_events (operation_id, event_pk, workspace_id, strategy, assurance,
+                                  created_at)
+    VALUES (:operation_id, :event_pk, :workspace_id, :strategy, :assurance, :created_at)
+    ON CONFLICT (operation_id, event_pk) DO NOTHING
+    RETURNING id
+    """
+)
+
+
 def _link(
     session: Session,
     *,
@@ -540,20 +569,24 @@ def _link(
 ) -> bool:
     """Write the link; True when it is new, or a weak link became strong (a weak link never
     replaces a strong one)."""
-    stmt = (
-        _insert(session, OperationEvent)
-        .values(
-            operation_id=operation.id,
-            event_pk=event_pk,
-            workspace_id=operation.workspace_id,
-            strategy=strategy,
-            assurance=assurance,
-            created_at=now,
-        )
-        .on_conflict_do_nothing(index_elements=["operation_id", "event_pk"])
-        .returning(OperationEvent.id)
-    )
-    if session.execute(stmt).scalar_one_or_none() is not None:
+    params = {
+        "operation_id": operation.id,
+        "event_pk": event_pk,
+        "workspace_id": operation.workspace_id,
+        "strategy": strategy,
+        "assurance": assurance,
+        "created_at": now,
+    }
+    if session.get_bind().dialect.name == "postgresql":
+        created = session.execute(_PG_LINK, params).scalar_one_or_none()
+    else:
+        created = session.execute(
+            _insert(session, OperationEvent)
+            .values(**params)
+            .on_conflict_do_nothing(index_elements=["operation_id", "event_pk"])
+            .returning(OperationEvent.id)
+        ).scalar_one_or_none()
+    if created is not None:
         return True
     if assurance != STRONG:
         return False
@@ -618,6 +651,23 @@ def _record_link(
                 hook(session, operation, row, now)
 
 
+# What correlation reads of an operation (the decision and other documents stay unloaded).
+_CORRELATION_COLUMNS = (
+    Operation.id,
+    Operation.workspace_id,
+    Operation.contract_id,
+    Operation.contract_version,
+    Operation.contract_hash,
+    Operation.custom_contract_id,
+    Operation.state,
+    Operation.final,
+    Operation.input,
+    Operation.action_result,
+    Operation.subject_id,
+    Operation.learned_keys,
+)
+
+
 def correlate_event(
     session: Session,
     *,
@@ -656,6 +706,7 @@ def correlate_event(
         return result
     candidates = session.execute(
         select(Operation)
+        .options(load_only(*_CORRELATION_COLUMNS))
         .where(Operation.workspace_id == workspace_id, or_(*conditions))
         .order_by(Operation.id)
     ).scalars()

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -297,7 +298,17 @@ class Transition(Base):
 
 class Receipt(Base):
     __tablename__ = "receipts"
-    __table_args__ = (Index("ix_receipts_operation_current", "operation_id", "current"),)
+    __table_args__ = (
+        Index("ix_receipts_operation_current", "operation_id", "current"),
+        # One current receipt per operation, whatever the code does (a superseded one is kept).
+        Index(
+            "uq_receipts_operation_one_current",
+            "operation_id",
+            unique=True,
+            postgresql_where=text("current"),
+            sqlite_where=text("current"),
+        ),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)  # rcpt_…
     operation_id: Mapped[str] = mapped_column(ForeignKey("operations.id"))

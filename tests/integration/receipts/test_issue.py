@@ -253,3 +253,39 @@ def test_body_is_never_rewritten(flow: RefundFlow) -> None:
         assert row is not None
         document = receipt_document_for(row)
     assert _verify(flow.engine, document) is Verification.TAMPERED
+
+
+def test_the_database_refuses_a_second_current_receipt(flow: RefundFlow) -> None:
+    from sqlalchemy.exc import IntegrityError
+
+    with session_scope(flow.engine) as s:
+        flow.verified(s)
+        row = current_receipt(s, "op_1")
+        assert row is not None
+        values = {
+            "operation_id": row.operation_id,
+            "workspace_id": row.workspace_id,
+            "body": json.dumps(row.body),
+            "signature": row.signature,
+            "key_id": row.key_id,
+            "created_at": row.created_at,
+        }
+    forged = text(
+        "INSERT INTO receipts (id, operation_id, workspace_id, body, signature, "
+        "key_id, current, created_at) VALUES ('rcpt_forged', :operation_id, "
+        ":workspace_id, CAST(:body AS json), :signature, :key_id, true, :created_at)"
+    )
+    with (
+        pytest.raises(IntegrityError, match="uq_receipts_operation_one_current"),
+        flow.engine.begin() as conn,
+    ):
+        conn.execute(forged, values)
+    with flow.engine.begin() as conn:  # a superseded (not current) row is allowed
+        conn.execute(
+            text(
+                "INSERT INTO receipts (id, operation_id, workspace_id, body, signature, "
+                "key_id, current, created_at) VALUES ('rcpt_old', :operation_id, "
+                ":workspace_id, CAST(:body AS json), :signature, :key_id, false, :created_at)"
+            ),
+            values,
+        )

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-30 06:59:18.836080
+Create Date: 2026-11-30 07:32:28.408847
 """
 
 from __future__ import annotations
@@ -330,6 +330,13 @@ def upgrade() -> None:
         batch_op.create_index(
             "ix_receipts_operation_current", ["operation_id", "current"], unique=False
         )
+        batch_op.create_index(
+            "uq_receipts_operation_one_current",
+            ["operation_id"],
+            unique=True,
+            postgresql_where=sa.text("current"),
+            sqlite_where=sa.text("current"),
+        )
 
     op.create_table(
         "transitions",
@@ -370,6 +377,11 @@ def downgrade() -> None:
 
     op.drop_table("transitions")
     with op.batch_alter_table("receipts", schema=None) as batch_op:
+        batch_op.drop_index(
+            "uq_receipts_operation_one_current",
+            postgresql_where=sa.text("current"),
+            sqlite_where=sa.text("current"),
+        )
         batch_op.drop_index("ix_receipts_operation_current")
 
     op.drop_table("receipts")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from alembic import context
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from shared.db.models import Base, UtcDateTime
 from shared.db.session import make_engine
@@ -29,6 +29,18 @@ def _render_item(type_: str, obj: Any, autogen_context: Any) -> str | Literal[Fa
     if type_ == "type" and isinstance(obj, UtcDateTime):
         return "sa.DateTime(timezone=True)"
     return False
+
+
+MIGRATION_LOCK = 7_243_001  # pg advisory lock key: one migrator at a time
+
+
+def _run(connection: Any) -> None:
+    with context.begin_transaction():
+        if connection.dialect.name == "postgresql":
+            # Services that start together each run `provely db upgrade`: the first migrates,
+            # the others wait here, then find the database at head.
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+        context.run_migrations()
 
 
 def _configure(connection: Any) -> None:
@@ -56,15 +68,13 @@ def run_migrations_online() -> None:
     connection = config.attributes.get("connection")
     if connection is not None:
         _configure(connection)
-        with context.begin_transaction():
-            context.run_migrations()
+        _run(connection)
         return
     engine: Engine = make_engine(_url())
     try:
         with engine.connect() as conn:
             _configure(conn)
-            with context.begin_transaction():
-                context.run_migrations()
+            _run(conn)
     finally:
         engine.dispose()
 

@@ -84,6 +84,13 @@ def ingress(
     ),
 ) -> None:
     """The HTTP API and the webhook intake (uvicorn); metrics at /metrics."""
+    from shared.secrets import SecretError, check_secret_key
+
+    try:
+        check_secret_key()  # production must set PROVELY_SECRET_KEY: say so before serving
+    except SecretError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     if workers > 1:
         _use_multiprocess_metrics()
     _setup_logging()

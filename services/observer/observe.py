@@ -35,12 +35,13 @@ from services.observer.connections import ConnectionMissing, Readback, readback_
 from services.observer.http_verifier import read_http
 from services.observer.readings import Reading
 from services.observer.webhook_verifier import read_webhook
+from shared.contract_cache import cached_contract_for
 from shared.core.engine import build_context
 from shared.core.expressions import fill_path_template
 from shared.core.types import ObservationStatus, OperationState
 from shared.db.models import Observation, Operation
 from shared.db.session import get_engine, session_scope
-from shared.operations import change_state, contract_for, facts_for
+from shared.operations import change_state, facts_for
 from shared.ratelimit import RateLimiter, bucket_for
 from shared.receipts import needs_recheck
 from shared.scheduling import OBSERVABLE_STATES, OBSERVE_LEAD_S
@@ -173,7 +174,7 @@ class Observer:
                 )
             ):
                 return ObserveOutcome.DUPLICATE
-            contract = contract_for(session, op)
+            contract = cached_contract_for(session, op)
             context = build_context(contract, facts_for(op))
             jobs = [
                 _HttpJob(
@@ -209,7 +210,7 @@ class Observer:
                 return ObserveOutcome.MISSING
             if (op.final or op.state not in OBSERVABLE_STATES) and not needs_recheck(op):
                 return ObserveOutcome.CLOSED
-            contract = contract_for(session, op)
+            contract = cached_contract_for(session, op)
             context = build_context(contract, facts_for(op))
             for channel in contract.channels:
                 if channel.verifier == "webhook":

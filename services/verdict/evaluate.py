@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session, load_only
 
+from shared.contract_cache import cached_contract_for
 from shared.core.engine import deadline_of, decide, state_after
 from shared.core.schedule import apply_jitter, next_observation_delay
 from shared.core.types import (
@@ -41,7 +42,7 @@ from shared.core.types import (
 from shared.db.models import Observation as ObservationRow
 from shared.db.models import Operation
 from shared.db.session import session_scope
-from shared.operations import change_state, contract_for, facts_for
+from shared.operations import change_state, facts_for
 from shared.receipts import needs_recheck, recheck_verified
 from shared.scheduling import ScheduleConflict, schedule_observation
 from shared.settings import Settings
@@ -163,7 +164,7 @@ def evaluate_in_session(
     """Decide ``op`` and write the result in the caller's transaction; raise LostRace."""
     if op.final:
         return EvaluateOutcome(None, Plan())
-    contract = contract_for(session, op)
+    contract = cached_contract_for(session, op)
     _start_observing(session, op, now)
     facts = facts_for(op)
     deadline = deadline_of(contract, facts)

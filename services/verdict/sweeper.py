@@ -109,8 +109,11 @@ class Sweeper:
         query = (
             select(Operation)
             .where(
-                Operation.final.is_(False),
-                Operation.state.in_(OBSERVABLE_STATES),
+                or_(
+                    and_(Operation.final.is_(False), Operation.state.in_(OBSERVABLE_STATES)),
+                    # A recheck of a VERIFIED operation (shared.receipts.request_recheck).
+                    Operation.state == OperationState.VERIFIED.value,
+                ),
                 Operation.next_observation_at.is_not(None),
                 or_(
                     and_(

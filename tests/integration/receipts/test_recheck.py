@@ -124,3 +124,30 @@ def test_open_or_reviewed_operations_are_not_rechecked(
         assert op.next_observation_at is None
         assert recheck_verified(s, op, [], now=T0) == (CheckOutcome.NOT_APPLICABLE, None)
     assert sent == []
+
+
+def test_the_sweeper_resends_a_lost_recheck(
+    flow: RefundFlow, sent: list[tuple[str, int, float]], settings: Any
+) -> None:
+    """The recheck message was lost (a broker restart): the sweeper sends it again once it is
+    overdue, like any observation; a VERIFIED operation without a recheck is left alone."""
+    from services.verdict.sweeper import Sweeper
+
+    with session_scope(flow.engine) as s:
+        flow.verified(s)
+    other = RefundFlow(flow.engine, operation_id="op_2", refund_id="re_2")
+    with session_scope(flow.engine) as s:
+        other.verified(s)
+    fence = _late(flow, "failed", sent)
+    resent: list[tuple[str, int, float]] = []
+    later = T0 + timedelta(minutes=5) + timedelta(seconds=settings.sweeper_grace_seconds + 1)
+    sweeper = Sweeper(
+        engine=flow.engine,
+        settings=settings,
+        clock=lambda: later,
+        send_observe=lambda op_id, f, countdown: resent.append((op_id, f, countdown)),
+    )
+    report = sweeper.sweep_once()
+    assert resent == [("op_1", fence, 0.0)]
+    assert report.resent == 1
+    assert report.timed_out == 0

@@ -219,6 +219,8 @@ def change_state(
     previous = (op.state, op.verdict, op.reason)
     for key, value in values.items():
         set_committed_value(op, key, value)
+    if target.value != previous[0]:
+        _count_transition_on_commit(session, target.value)
     if (target.value, verdict, reason) != previous:
         append_transition(
             session,
@@ -237,6 +239,18 @@ def change_state(
 
         issue_receipt(session, op, now=now, settings=settings)
     return True
+
+
+def _count_transition_on_commit(session: Session, state: str) -> None:
+    """``provely_operation_transitions_total{state}`` counts the change once it is committed."""
+    from sqlalchemy import event
+
+    from shared.observability import OPERATION_TRANSITIONS
+
+    def count(_session: Session) -> None:
+        OPERATION_TRANSITIONS.labels(state=state).inc()
+
+    event.listen(session, "after_commit", count, once=True)
 
 
 def facts_for(op: Operation) -> OperationFacts:

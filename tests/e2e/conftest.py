@@ -6,8 +6,31 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.e2e.launcher import DistributedSystem
+
+CLAIM_KEY = "provely:e2e:claimed"
+
+
+def _quiet_redis_db(redis_url: str) -> str:
+    """The session's Redis URL, moved to a database index nobody is using right now.
+
+    The broker's queues have fixed names, so two suites (or a benchmark) sharing a database
+    index would consume each other's messages. Starting from the session's index, take the
+    first empty one and mark it taken for the run (other suites pick theirs at random).
+    """
+    base, _, index = redis_url.rpartition("/")
+    start = int(index)
+    for offset in range(15):
+        db = (start - 1 + offset) % 15 + 1
+        client = redis.Redis.from_url(f"{base}/{db}")
+        try:
+            if client.dbsize() == 0 and client.set(CLAIM_KEY, "1", nx=True, ex=1800):
+                return f"{base}/{db}"
+        finally:
+            client.close()
+    return redis_url
 
 
 @pytest.fixture(scope="session")
@@ -15,9 +38,15 @@ def distributed(
     postgres_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DistributedSystem]:
     workdir: Path = tmp_path_factory.mktemp("e2e")
-    system = DistributedSystem(postgres_url=postgres_url, redis_url=redis_url, workdir=workdir)
+    broker = _quiet_redis_db(redis_url)
+    system = DistributedSystem(postgres_url=postgres_url, redis_url=broker, workdir=workdir)
     try:
         system.start()
         yield system
     finally:
         system.stop()
+        client = redis.Redis.from_url(broker)
+        try:
+            client.delete(CLAIM_KEY)
+        finally:
+            client.close()

@@ -55,6 +55,8 @@ def test_metrics_and_logs_follow_the_operations(distributed: DistributedSystem) 
         >= 1
     )
     assert _value(verdict, "provely_queue_lag_seconds_count", queue="verdict") >= 1
+    assert _value(verdict, "provely_operation_transitions_total", state="VERIFIED") >= 1
+    assert _value(text, "provely_operation_transitions_total", state="OBSERVING") >= 1
 
     # JSON logs: every line of the verdict worker about this operation carries its id.
     lines = (distributed.workdir / "logs" / "verdict.log").read_text().splitlines()

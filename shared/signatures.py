@@ -32,6 +32,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -133,7 +134,8 @@ def _ascii(value: str) -> bytes:
 
 
 def _check_tolerance(timestamp: int, now: datetime | float, tolerance_s: int) -> None:
-    if abs(_epoch(now) - timestamp) > tolerance_s:
+    # Signed timestamps are whole seconds: compare at that precision.
+    if abs(math.floor(_epoch(now)) - timestamp) > tolerance_s:
         raise SignatureError(
             "timestamp_out_of_tolerance",
             f"the signed timestamp is more than {tolerance_s} s away from the receiver's clock",

@@ -20,14 +20,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from shared.db.models import Connection
@@ -51,6 +53,23 @@ router = APIRouter(tags=["events"])
 _PROVIDER = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _WORKSPACE = re.compile(r"^[A-Za-z0-9_\-]{1,40}$")
 _PROBLEM = "application/problem+json"
+
+
+INTAKE_THREADS = 16
+"""Deliveries processed at once per process (each holds a database connection); more only
+contend for the interpreter lock, the rest wait their turn."""
+_limiters: dict[int, anyio.CapacityLimiter] = {}
+
+
+def _limiter() -> anyio.CapacityLimiter:
+    # one limiter per event loop (a CapacityLimiter belongs to the loop that made it)
+    import asyncio
+
+    key = id(asyncio.get_running_loop())
+    found = _limiters.get(key)
+    if found is None:
+        found = _limiters[key] = anyio.CapacityLimiter(INTAKE_THREADS)
+    return found
 
 
 class BodyTooLarge(Exception):
@@ -229,15 +248,18 @@ async def receive_event(provider: str, workspace: str, request: Request) -> Resp
         return _problem(400, "Bad Request", "the client went away before the body was read")
     now = datetime.now(UTC)
     try:
-        outcome = await run_in_threadpool(
-            _ingest,
-            _engine(request, settings),
-            settings,
-            provider=provider,
-            workspace=workspace,
-            body=body,
-            headers=request.headers,
-            now=now,
+        outcome = await anyio.to_thread.run_sync(
+            partial(
+                _ingest,
+                _engine(request, settings),
+                settings,
+                provider=provider,
+                workspace=workspace,
+                body=body,
+                headers=request.headers,
+                now=now,
+            ),
+            limiter=_limiter(),
         )
     except _NotFound:
         return _not_found()

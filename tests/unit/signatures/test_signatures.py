@@ -388,3 +388,16 @@ def test_verification_is_fast() -> None:
     for _ in range(2000):
         STRIPE.verify(body=BODY, headers=headers, secrets=[STRIPE_OLD, STRIPE_SECRET], now=NOW)
     assert (time.perf_counter() - start) / 2000 < 0.0005
+
+
+@pytest.mark.parametrize(
+    ("offset", "accepted"), [(301, False), (-301, False), (300, True), (-300, True)]
+)
+def test_tolerance_compares_whole_seconds(offset: int, accepted: bool) -> None:
+    # a receiver clock at NOW + 0.9 s is still second NOW
+    headers = stripe_header(BODY, STRIPE_SECRET, NOW + offset)
+    if accepted:
+        STRIPE.verify(body=BODY, headers=headers, secrets=[STRIPE_SECRET], now=NOW + 0.9)
+    else:
+        with pytest.raises(SignatureError):
+            STRIPE.verify(body=BODY, headers=headers, secrets=[STRIPE_SECRET], now=NOW + 0.9)

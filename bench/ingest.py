@@ -1,0 +1,499 @@
+"""Benchmark: signed Stripe deliveries accepted per second by the webhook intake.
+
+Each accepted delivery is the whole path: read the body, verify the signature, insert the event
+once (``ON CONFLICT DO NOTHING``) with its keys, correlate it with an open operation (strong,
+by subject id), wake that operation (fence + next observation in PostgreSQL, then the
+``observe`` message on Redis after commit) and answer 200 after the commit.
+
+The reference is a bare FastAPI endpoint that only reads the body, served by the same uvicorn
+settings, measured in the same run with the same load tool:
+
+- throughput: ``wrk`` (closed loop, ``--connections`` connections) with a Lua script that
+  rotates pre-generated signed bodies, each a distinct event (so every request is a new row);
+- latency: an open-loop generator (asyncio + httpx) at half of the intake's maximum rate,
+  measuring each request from its scheduled send time (no coordinated omission).
+
+Needs PostgreSQL (a scratch database is created and dropped) and Redis, as the tests do::
+
+    .venv/bin/python bench/ingest.py [--duration 15] [--connections 32] [--operations 2000]
+
+Prints a Markdown table; the figures of record are in ``docs/benchmarks.md`` ("Ingest").
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+try:  # the bare endpoint, served by ``uvicorn ingest:bare_app`` (only reads the body)
+    from fastapi import FastAPI, Request
+    from fastapi.responses import Response
+
+    bare_app = FastAPI()
+
+    @bare_app.post("/v1/events/{provider}/{workspace}")
+    async def _bare(provider: str, workspace: str, request: Request) -> Response:
+        await request.body()
+        return Response(b'{"received":true}', media_type="application/json")
+
+except ImportError:  # pragma: no cover
+    pass
+
+SECRET = "whsec_bench_" + "5a" * 16
+LUA = r"""
+local bodies, sigs = {}, {}
+local counter, step = 0, 1
+local threads = {}
+local next_id = 0
+
+function setup(thread)
+  thread:set("tid", next_id)
+  next_id = next_id + 1
+  table.insert(threads, thread)
+end
+
+function init(args)
+  local f = assert(io.open(args[1], "r"))
+  while true do
+    local sig = f:read("*l")
+    if not sig then break end
+    local body = f:read("*l")
+    table.insert(sigs, sig)
+    table.insert(bodies, body)
+  end
+  f:close()
+  counter = tid
+  step = tonumber(args[2])
+end
+
+function request()
+  local i = (counter % #bodies) + 1
+  counter = counter + step
+  return wrk.format("POST", nil,
+    {["Stripe-Signature"] = sigs[i], ["Content-Type"] = "application/json"}, bodies[i])
+end
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Scratch:
+    pg_admin: str
+    name: str
+    url: str
+    redis_url: str
+
+
+def create_database(pg_admin: str) -> Scratch:
+    import psycopg
+
+    name = f"provely_bench_{secrets.token_hex(4)}"
+    with psycopg.connect(pg_admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = pg_admin.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    return Scratch(pg_admin, name, f"{base}/{name}", "")
+
+
+def drop_database(scratch: Scratch) -> None:
+    import psycopg
+
+    with psycopg.connect(scratch.pg_admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{scratch.name}" WITH (FORCE)')
+
+
+def seed(url: str, fernet_key: str, operations: int) -> tuple[str, list[str]]:
+    """A workspace with a Stripe connection and ``operations`` open operations (subject ids)."""
+    from sqlalchemy.orm import Session
+
+    from shared.db.migrate import upgrade
+    from shared.db.models import Operation
+    from shared.db.session import make_engine
+    from shared.db.tenants import create_workspace, new_id, set_connection
+    from shared.registry import get_registry
+    from shared.settings import Settings
+
+    upgrade(url)
+    settings = Settings(database_url=url, secret_key=fernet_key)
+    engine = make_engine(url)
+    entry = get_registry().entry("stripe.refund.succeeded")
+    now = datetime.now(UTC) - timedelta(minutes=1)
+    subjects = [f"re_bench_{i:06d}" for i in range(operations)]
+    with Session(engine) as session, session.begin():
+        workspace, _ = create_workspace(session, "bench", now=now)
+        set_connection(
+            session,
+            workspace.id,
+            provider="stripe",
+            webhook_secrets=[SECRET],
+            api_key="sk_test_bench",
+            base_url="http://127.0.0.1:9",
+            signature_scheme="stripe",
+            settings=settings,
+            now=now,
+        )
+        for n, subject in enumerate(subjects):
+            session.add(
+                Operation(
+                    id=new_id("op"),
+                    workspace_id=workspace.id,
+                    contract_id=entry.contract.id,
+                    contract_version=entry.contract.version,
+                    contract_hash=entry.hash,
+                    completion_level=entry.contract.completion_level,
+                    state="OBSERVING",
+                    verdict="PENDING",
+                    final=False,
+                    version=1,
+                    input={"charge": f"ch_bench_{n:06d}", "amount": 1000, "currency": "usd"},
+                    action_phase="result",
+                    action_result={"id": subject},
+                    action_reported_at=now,
+                    subject_id=subject,
+                    learned_keys={},
+                    attempts=0,
+                    fence=1,
+                    next_observation_at=now + timedelta(days=1),
+                    deadline=now + timedelta(days=7),
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        workspace_id = workspace.id
+    engine.dispose()
+    return workspace_id, subjects
+
+
+def signed_bodies(path: Path, run: str, count: int, subjects: list[str]) -> None:
+    """``count`` distinct signed refund.updated events, one per subject in turn."""
+    from shared.signatures import STRIPE
+
+    t = int(time.time())
+    with path.open("w") as out:
+        for i in range(count):
+            n = i % len(subjects)
+            subject = subjects[n]
+            body = json.dumps(
+                {
+                    "id": f"evt_{run}_{i:07d}",
+                    "object": "event",
+                    "type": "refund.updated",
+                    "created": t,
+                    "api_version": "2026-08-26",
+                    "data": {
+                        "object": {
+                            "id": subject,
+                            "object": "refund",
+                            "amount": 1000,
+                            "currency": "usd",
+                            "charge": f"ch_bench_{n:06d}",
+                            "status": "succeeded",
+                            "created": t,
+                        }
+                    },
+                    "request": {"id": None, "idempotency_key": None},
+                },
+                separators=(",", ":"),
+            ).encode()
+            header = STRIPE.sign(body=body, secrets=[SECRET], timestamp=t)["Stripe-Signature"]
+            out.write(header + "\n" + body.decode() + "\n")
+
+
+def start_server(argv: list[str], env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(argv, cwd=ROOT, env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"server exited: {' '.join(argv)}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return process
+        except OSError:
+            time.sleep(0.1)
+    process.kill()
+    raise SystemExit("server did not start")
+
+
+def uvicorn_argv(target: str, port: int, *, factory: bool, app_dir: str | None) -> list[str]:
+    argv = [sys.executable, "-m", "uvicorn", target]
+    if factory:
+        argv.append("--factory")
+    if app_dir:
+        argv += ["--app-dir", app_dir]
+    return [
+        *argv,
+        "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+        "--log-level", "warning", "--no-access-log",
+    ]  # fmt: skip
+
+
+@dataclass
+class WrkResult:
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    requests: int
+    non_2xx: int
+
+
+def _ms(text: str) -> float:
+    value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def run_wrk(
+    url: str, script: Path, bodies: Path, *, threads: int, connections: int, duration: int
+) -> WrkResult:
+    out = subprocess.run(
+        [
+            "wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency",
+            "-s", str(script), url, "--", str(bodies), str(threads),
+        ],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p50 = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    return WrkResult(rps, p50, p99, total, int(bad.group(1)) if bad else 0)
+
+
+async def open_loop(url: str, bodies: Path, *, rate: float, duration: float) -> dict[str, Any]:
+    """Send at a fixed rate; latency from each request's scheduled time (ms)."""
+    import httpx
+
+    lines = bodies.read_text().splitlines()
+    pairs = [(lines[i], lines[i + 1].encode()) for i in range(0, len(lines) - 1, 2)]
+    total = int(rate * duration)
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
+
+        async def one(i: int, due: float) -> None:
+            sig, body = pairs[i % len(pairs)]
+            try:
+                response = await client.post(
+                    url,
+                    content=body,
+                    headers={"Stripe-Signature": sig, "Content-Type": "application/json"},
+                )
+                status = response.status_code
+            except httpx.HTTPError:
+                status = -1  # counted as a failure, its latency is what it waited
+            latencies.append((time.perf_counter() - due) * 1000)
+            statuses[status] = statuses.get(status, 0) + 1
+
+        start = time.perf_counter() + 0.2
+        tasks = []
+        for i in range(total):
+            due = start + i / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i, due)))
+        await asyncio.gather(*tasks)
+    latencies.sort()
+
+    def pct(p: float) -> float:
+        return latencies[min(len(latencies) - 1, int(p / 100 * len(latencies)))]
+
+    return {
+        "sent": total,
+        "achieved_rps": total / (time.perf_counter() - start),
+        "p50_ms": pct(50),
+        "p99_ms": pct(99),
+        "max_ms": latencies[-1],
+        "statuses": statuses,
+    }
+
+
+def count_rows(url: str) -> tuple[int, int, int]:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        events = conn.execute(text("SELECT count(*) FROM events")).scalar_one()
+        links = conn.execute(text("SELECT count(*) FROM operation_events")).scalar_one()
+        wakes = conn.execute(
+            text("SELECT coalesce(sum(fence - 1), 0) FROM operations")
+        ).scalar_one()
+    engine.dispose()
+    return int(events), int(links), int(wakes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=int, default=15)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--operations", type=int, default=2000)
+    parser.add_argument("--latency-seconds", type=float, default=15.0)
+    parser.add_argument(
+        "--pg",
+        default=os.environ.get("PROVELY_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres"),
+    )
+    parser.add_argument("--redis", default=None, help="Redis URL (default: a random db 1-15)")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed (apt-get install -y wrk)")
+
+    from cryptography.fernet import Fernet
+
+    redis_url = args.redis or f"redis://127.0.0.1:6379/{secrets.randbelow(15) + 1}"
+    scratch = create_database(args.pg)
+    work = Path(tempfile.mkdtemp(prefix="provely-bench-ingest-"))
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        fernet_key = Fernet.generate_key().decode()
+        workspace_id, subjects = seed(scratch.url, fernet_key, args.operations)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PROVELY_")}
+        env.update(
+            PROVELY_DATABASE_URL=scratch.url,
+            PROVELY_BROKER_URL=redis_url,
+            PROVELY_REDIS_URL=redis_url,
+            PROVELY_SECRET_KEY=fernet_key,
+            PROVELY_DATA_DIR=str(work / "data"),
+            PROVELY_LOG_LEVEL="WARNING",
+            PYTHONPATH=str(ROOT),
+        )
+        ingest_port, bare_port = free_port(), free_port()
+        processes.append(
+            start_server(
+                uvicorn_argv(
+                    "services.cli.serve:ingress_app", ingest_port, factory=True, app_dir=None
+                ),
+                env,
+                ingest_port,
+            )
+        )
+        processes.append(
+            start_server(
+                uvicorn_argv(
+                    "ingest:bare_app", bare_port, factory=False, app_dir=str(ROOT / "bench")
+                ),
+                env,
+                bare_port,
+            )
+        )
+        path = f"/v1/events/stripe/{workspace_id}"
+        ingest_url = f"http://127.0.0.1:{ingest_port}{path}"
+        bare_url = f"http://127.0.0.1:{bare_port}{path}"
+        script = work / "rotate.lua"
+        script.write_text(LUA)
+        per_run = 80_000  # distinct events for the intake run (more than it can take in)
+
+        # warm-up of both (imports, pools, caches), then the measured runs
+        warm = work / "warm.txt"
+        signed_bodies(warm, "warm", 2000, subjects)
+        for url in (ingest_url, bare_url):
+            run_wrk(url, script, warm, threads=1, connections=4, duration=2)
+
+        bodies = work / "bare.txt"
+        signed_bodies(bodies, "bare", 20_000, subjects)  # the bare endpoint stores nothing
+        bare = run_wrk(
+            bare_url, script, bodies, threads=args.threads, connections=args.connections,
+            duration=args.duration,
+        )  # fmt: skip
+        before = count_rows(scratch.url)
+        bodies = work / "ingest.txt"
+        signed_bodies(bodies, "ingest", per_run, subjects)
+        ingest = run_wrk(
+            ingest_url, script, bodies, threads=args.threads, connections=args.connections,
+            duration=args.duration,
+        )  # fmt: skip
+        after = count_rows(scratch.url)
+        print(f"wrk bare: {bare}\nwrk intake: {ingest}", file=sys.stderr)
+
+        rate = max(1.0, ingest.rps / 2)
+        bodies = work / "latency.txt"
+        signed_bodies(bodies, "latency", int(rate * args.latency_seconds) + 10, subjects)
+        latency = asyncio.run(
+            open_loop(ingest_url, bodies, rate=rate, duration=args.latency_seconds)
+        )
+        bare_bodies = work / "latency-bare.txt"
+        signed_bodies(bare_bodies, "latency-bare", int(rate * args.latency_seconds) + 10, subjects)
+        bare_latency = asyncio.run(
+            open_loop(bare_url, bare_bodies, rate=rate, duration=args.latency_seconds)
+        )
+        final = count_rows(scratch.url)
+
+        new_events = after[0] - before[0]
+        print(
+            f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, cpus: {os.cpu_count()}, uvicorn 1 "
+            f"worker each, wrk -t{args.threads} -c{args.connections} -d{args.duration}s, "
+            f"{args.operations} open operations"
+        )
+        print()
+        print("| endpoint | requests/s | p50 ms | p99 ms | requests | non-2xx |")
+        print("|---|---|---|---|---|---|")
+        for name, r in (
+            ("bare FastAPI (reads the body)", bare),
+            ("intake (verify, store, correlate, wake)", ingest),
+        ):
+            print(
+                f"| {name} | {r.rps:.0f} | {r.p50_ms:.1f} | {r.p99_ms:.1f} | {r.requests} "
+                f"| {r.non_2xx} |"
+            )
+        print()
+        print(f"ratio intake / bare: {ingest.rps / bare.rps:.2f}")
+        print(
+            f"intake run: {new_events} new events, {after[1] - before[1]} correlations, "
+            f"{after[2] - before[2]} wakes for {ingest.requests} requests"
+        )
+        print()
+        print(
+            f"open loop at {rate:.0f} req/s (half the intake's maximum) "
+            f"for {args.latency_seconds:.0f} s:"
+        )
+        for name, r in (("intake", latency), ("bare", bare_latency)):
+            print(
+                f"- {name}: achieved {r['achieved_rps']:.0f} req/s, p50 {r['p50_ms']:.1f} ms, "
+                f"p99 {r['p99_ms']:.1f} ms, max {r['max_ms']:.1f} ms, statuses {r['statuses']}"
+            )
+        print(f"rows at the end: events {final[0]}, correlations {final[1]}, wakes {final[2]}")
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        drop_database(scratch)
+        try:
+            import redis
+
+            client = redis.Redis.from_url(redis_url)
+            client.delete("observe")  # only the queue this run filled
+            client.close()
+        except Exception as exc:
+            print(f"could not clean the observe queue: {exc}", file=sys.stderr)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -10,7 +10,8 @@ Answers (RFC 9457 problem+json for every refusal):
 - 400 the signature does not hold, or the verified body is not an event (nothing is stored);
 - 404 no such workspace, or no connection to that provider — the same answer for both;
 - 413 the body is larger than ``settings.webhook_max_body_bytes`` (reading stops at the cap);
-- 503 the database cannot be reached: the provider retries later.
+- 503 the database cannot be reached, or the connection's secrets cannot be opened (a wrong
+  ``PROVELY_SECRET_KEY``): the provider retries later.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from shared.intake import (
     ingest_event,
     parse_event,
 )
+from shared.secrets import SecretError
 from shared.settings import Settings, get_settings
 from shared.signatures import SignatureError, UnknownSchemeError, scheme_for
 
@@ -276,6 +278,11 @@ async def receive_event(provider: str, workspace: str, request: Request) -> Resp
         if exc.connection_invalidated:
             return _problem(503, "Service Unavailable", "the event store cannot be reached")
         raise
+    except SecretError as exc:
+        # The connection's secrets cannot be opened (wrong or missing PROVELY_SECRET_KEY): an
+        # operator's problem; the provider retries later.
+        log.error("webhook intake: cannot open the connection's secrets: %s", exc)
+        return _problem(503, "Service Unavailable", "the endpoint cannot check signatures now")
     _metric("EVENTS_RECEIVED", provider)
     if outcome.result.duplicate:
         _metric("EVENTS_DEDUPLICATED", provider)

@@ -214,3 +214,18 @@ def test_sign_helper_matches_stripe_construct_event() -> None:
     body = body_for("evt_x")
     headers = STRIPE.sign(body=body, secrets=[SECRET], timestamp=int(time.time()))
     assert stripe.Webhook.construct_event(body, headers["Stripe-Signature"], SECRET).id == "evt_x"
+
+
+def test_secrets_that_cannot_be_opened_answer_503(tenant: Tenant, settings: object) -> None:
+    from cryptography.fernet import Fernet
+
+    from shared.settings import Settings
+
+    from .conftest import build_app
+
+    assert isinstance(settings, Settings)
+    wrong_key = settings.model_copy(update={"secret_key": Fernet.generate_key().decode()})
+    with TestClient(build_app(wrong_key), raise_server_exceptions=False) as client:
+        body = body_for()
+        response = client.post(tenant.path, content=body, headers=signed(body))
+    assert response.status_code == 503

@@ -9,9 +9,9 @@ the same settings as production):
    provider answers at once), created together and due together. Operations decided per second
    from the due time to the last final verdict, each through ``observe`` (readback, webhook
    reduction, observations stored) and ``evaluate`` (decision, fenced transition, receipt).
-3. **memory**: open operations of ``stripe.refund.succeeded`` (the provider keeps answering
-   ``pending``), each holding its next observation as a countdown message in the observer.
-   Resident memory (RSS, every process of each worker) after 1,000 and after 10,000.
+3. **memory**: open operations of ``stripe.refund.succeeded`` waiting for their next poll, each
+   holding it as a countdown message in the observer (the steady state of operations in long
+   backoff). Resident memory (RSS, every process of each worker) after 1,000 and 10,000.
 
 Usage: ``.venv/bin/python bench/pipeline.py [--ops 1000] [--open 10000]``. It creates and drops
 its own database and uses one Redis db index (FLUSHDB on that index only). Prints a Markdown row
@@ -50,6 +50,7 @@ PG_ADMIN = os.environ.get("BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1:543
 REDIS_BASE = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379")
 CELERY = str(ROOT / ".venv" / "bin" / "celery")
 HOP1, HOP2 = "bench_hop1", "bench_hop2"
+OBSERVERS, VERDICTS = 4, 4  # pool processes of each worker, the same for both measurements
 COUNTER = "provely:bench:done"
 
 # Two no-op hops for the bare round trip, on their own queues of the same app.
@@ -212,8 +213,8 @@ def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 
 
 def bare_round_trips(workers: Workers, client: Any, count: int) -> float:
     client.delete(COUNTER)
-    workers.start("bare1", HOP1, 4, "bench.pipeline")
-    workers.start("bare2", HOP2, 2, "bench.pipeline")
+    workers.start("bare1", HOP1, OBSERVERS, "bench.pipeline")
+    workers.start("bare2", HOP2, VERDICTS, "bench.pipeline")
     try:
         started = time.monotonic()
         with app.producer_or_acquire() as producer:
@@ -255,9 +256,11 @@ def _setup_tenant(engine: Any, provider_url: str, name: str) -> str:
     return ws
 
 
-def _create_ops(engine: Any, ws: str, contract_id: str, prefix: str, count: int) -> float:
-    """Operations with their action reported and first observation scheduled; returns the
-    moment the first observations are due (epoch seconds)."""
+def _create_ops(
+    engine: Any, ws: str, contract_id: str, prefix: str, count: int, delay_ms: int | None = None
+) -> float:
+    """Operations with their action reported and first observation scheduled (after the
+    contract's initial delay, or ``delay_ms``); returns when they are due (epoch seconds)."""
     from shared.core.contract import contract_hash
     from shared.db.models import Operation
     from shared.db.session import session_scope
@@ -268,7 +271,7 @@ def _create_ops(engine: Any, ws: str, contract_id: str, prefix: str, count: int)
     with session_scope(engine) as session:
         contract = find_contract(session, ws, contract_id).contract
         digest = contract_hash(contract)
-        delay = contract.timing.initial_delay_ms
+        delay = contract.timing.initial_delay_ms if delay_ms is None else delay_ms
         now = datetime.now(UTC)
         for i in range(count):
             refund = f"re_{prefix}{i:06d}"
@@ -312,21 +315,12 @@ def _count_final(engine: Any, ws: str) -> int:
         )
 
 
-def _count_observed(engine: Any, ws: str) -> int:
-    from sqlalchemy import func, select
+OPEN_DELAY_MS = 500_000
 
-    from shared.db.models import Operation
-    from shared.db.session import session_scope
 
-    with session_scope(engine) as session:
-        return int(
-            session.scalar(
-                select(func.count())
-                .select_from(Operation)
-                .where(Operation.workspace_id == ws, Operation.fence >= 2)
-            )
-            or 0
-        )
+def _held(client: Any) -> int:
+    """Messages still waiting in the observe queue (not yet taken by the worker)."""
+    return int(client.llen("observe"))
 
 
 def main() -> None:
@@ -335,6 +329,8 @@ def main() -> None:
     parser.add_argument("--open", type=int, default=10_000, help="open operations for RSS")
     parser.add_argument("--redis-db", type=int, default=secrets.randbelow(15) + 1)
     args = parser.parse_args()
+    # SIGTERM runs the cleanup below (workers stopped, database dropped) like Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
 
     db = f"provely_bench_{secrets.token_hex(4)}"
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
@@ -374,8 +370,8 @@ def main() -> None:
         results["bare_per_s"] = bare_round_trips(workers, client, args.ops)
         print(f"bare round trips: {results['bare_per_s']:.0f}/s", flush=True)
 
-        workers.start("observer", "observe", 4, "shared.celery_app")
-        workers.start("verdict", "verdict", 2, "shared.celery_app")
+        workers.start("observer", "observe", OBSERVERS, "shared.celery_app")
+        workers.start("verdict", "verdict", VERDICTS, "shared.celery_app")
         ws = _setup_tenant(engine, provider.url, "decide")
         due = _create_ops(engine, ws, "stripe.refund.created", "d", args.ops)
         done = wait_until(lambda: _count_final(engine, ws) >= args.ops, timeout=900, interval=0.2)
@@ -387,18 +383,20 @@ def main() -> None:
         workers.stop_all()
         client.flushdb()
         provider.status = "pending"
-        workers.start("observer", "observe", 4, "shared.celery_app")
-        workers.start("verdict", "verdict", 2, "shared.celery_app")
+        workers.start("observer", "observe", OBSERVERS, "shared.celery_app")
+        workers.start("verdict", "verdict", VERDICTS, "shared.celery_app")
         results["rss_idle"] = (workers.rss_mb("observer"), workers.rss_mb("verdict"))
         ws_open = _setup_tenant(engine, provider.url, "open")
         checkpoints = [1000, args.open]
         created = 0
         for target in checkpoints:
             batch = target - created
-            _create_ops(engine, ws_open, "stripe.refund.succeeded", f"o{created}_", batch)
+            # Each open operation waits for its next poll: a countdown message the observer
+            # holds until it is due (the steady state of operations in long backoff).
+            _create_ops(engine, ws_open, "stripe.refund.succeeded", f"o{created}_", batch,
+                        delay_ms=OPEN_DELAY_MS)  # fmt: skip
             created = target
-            wait_until(lambda t=target: _count_observed(engine, ws_open) >= t, timeout=1800,
-                       interval=0.5)  # fmt: skip
+            wait_until(lambda t=target: _held(client) == 0, timeout=600, interval=0.5)
             time.sleep(3.0)
             results[f"rss_{target}"] = (workers.rss_mb("observer"), workers.rss_mb("verdict"))
             print(f"rss at {target} open: observer {results[f'rss_{target}'][0]:.0f} MB, "

@@ -159,20 +159,23 @@ class Observer:
         self, operation_id: str, fence: int
     ) -> ObserveOutcome | tuple[list[_HttpJob], dict[str, Readback | str], datetime | None]:
         with session_scope(self.engine) as session:
-            op = session.get(Operation, operation_id)
-            if op is None:
+            # One round trip: the operation, and whether this fence was read already.
+            seen = (
+                exists()
+                .where(Observation.operation_id == Operation.id, Observation.fence == fence)
+                .label("seen")
+            )
+            found = session.execute(
+                select(Operation, seen).where(Operation.id == operation_id)
+            ).one_or_none()
+            if found is None:
                 return ObserveOutcome.MISSING
+            op, already_read = found
             if (op.final or op.state not in OBSERVABLE_STATES) and not needs_recheck(op):
                 return ObserveOutcome.CLOSED
             if op.fence != fence:
                 return ObserveOutcome.STALE
-            if session.scalar(
-                select(
-                    exists().where(
-                        Observation.operation_id == operation_id, Observation.fence == fence
-                    )
-                )
-            ):
+            if already_read:
                 return ObserveOutcome.DUPLICATE
             contract = cached_contract_for(session, op)
             context = build_context(contract, facts_for(op))

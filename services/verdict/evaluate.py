@@ -31,6 +31,7 @@ from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session, load_only
 
 from shared.contract_cache import cached_contract_for
+from shared.core.contract import Timing
 from shared.core.engine import deadline_of, decide, state_after
 from shared.core.schedule import apply_jitter, next_observation_delay
 from shared.core.types import (
@@ -94,6 +95,10 @@ def _obs(row: ObservationRow) -> Observation:
 
 def latest_observations(session: Session, operation_id: str) -> list[Observation]:
     """The latest observation of each channel (by observation time), as core values."""
+    return [_obs(row) for row in _latest_rows(session, operation_id)]
+
+
+def _latest_rows(session: Session, operation_id: str) -> list[ObservationRow]:
     newest = (
         select(ObservationRow.channel, func.max(ObservationRow.observed_at).label("at"))
         .where(ObservationRow.operation_id == operation_id)
@@ -111,7 +116,7 @@ def latest_observations(session: Session, operation_id: str) -> list[Observation
         .where(ObservationRow.operation_id == operation_id)
         .order_by(ObservationRow.id)
     ).scalars()
-    return [_obs(row) for row in rows]
+    return list(rows)
 
 
 _OBS_COLUMNS = (
@@ -125,8 +130,13 @@ _OBS_COLUMNS = (
 )
 
 
-def _fence_observed_at(session: Session, op: Operation) -> datetime | None:
+def _fence_observed_at(
+    session: Session, op: Operation, latest: list[ObservationRow]
+) -> datetime | None:
     """When the current fence was observed (its latest reading), or None when it was not."""
+    seen = [row.observed_at for row in latest if row.fence == op.fence]
+    if seen:
+        return max(seen)
     return session.scalar(
         select(func.max(ObservationRow.observed_at)).where(
             ObservationRow.operation_id == op.id, ObservationRow.fence == op.fence
@@ -168,7 +178,8 @@ def evaluate_in_session(
     _start_observing(session, op, now)
     facts = facts_for(op)
     deadline = deadline_of(contract, facts)
-    decision = decide(contract, facts, latest_observations(session, op.id), now)
+    latest = _latest_rows(session, op.id)
+    decision = decide(contract, facts, [_obs(row) for row in latest], now)
     changes: dict[str, object] = {}
     if op.deadline is None:
         changes["deadline"] = deadline
@@ -197,7 +208,8 @@ def evaluate_in_session(
         _schedule_next(
             session,
             op,
-            contract_timing=contract.timing,
+            timing=contract.timing,
+            latest=latest,
             now=now,
             deadline=deadline,
             settings=settings,
@@ -210,23 +222,22 @@ def _schedule_next(
     session: Session,
     op: Operation,
     *,
-    contract_timing: object,
+    timing: Timing,
+    latest: list[ObservationRow],
     now: datetime,
     deadline: datetime,
     settings: Settings,
     draw: Callable[[], float],
 ) -> Plan:
     from shared.celery_app import MAX_COUNTDOWN_S
-    from shared.core.contract import Timing
 
-    assert isinstance(contract_timing, Timing)
     until_deadline = (deadline - now).total_seconds()
     evaluate_at = until_deadline if 0 < until_deadline <= MAX_COUNTDOWN_S else None
-    observed_at = _fence_observed_at(session, op)
+    observed_at = _fence_observed_at(session, op, latest)
     if observed_at is None:
         # An observation of the current fence is still pending; it will evaluate again.
         return Plan(evaluate_countdown_s=evaluate_at)
-    delay = next_observation_delay(contract_timing, op.attempts + 1)
+    delay = next_observation_delay(timing, op.attempts + 1)
     if delay is None:
         # Polling is over: open for callbacks until the deadline, which the sweeper applies.
         session.execute(

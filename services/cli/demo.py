@@ -281,9 +281,10 @@ class _Board:
         for at, note in row.notes[-8:]:
             notes.append(f"{at:6.1f}s  ", style="dim")
             notes.append(note + "\n")
+        contract = (row.op.get("contract") or {}).get("id", "")
         return Panel(
             Group(self.lifecycle(row), Text(""), notes),
-            title=f"[bold]{row.title}[/] — stripe.refund.succeeded",
+            title=f"[bold]{row.title}[/]" + (f" — {contract}" if contract else ""),
             subtitle=f"{time.monotonic() - self.started:.1f}s",
         )
 

@@ -298,7 +298,7 @@ def _create_ops(
     return due
 
 
-def _count_final(engine: Any, ws: str) -> int:
+def _count_final(engine: Any, spaces: list[str]) -> int:
     from sqlalchemy import func, select
 
     from shared.db.models import Operation
@@ -309,7 +309,7 @@ def _count_final(engine: Any, ws: str) -> int:
             session.scalar(
                 select(func.count())
                 .select_from(Operation)
-                .where(Operation.workspace_id == ws, Operation.final.is_(True))
+                .where(Operation.workspace_id.in_(spaces), Operation.final.is_(True))
             )
             or 0
         )
@@ -328,6 +328,12 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=1000, help="operations decided (and trips)")
     parser.add_argument("--open", type=int, default=10_000, help="open operations for RSS")
     parser.add_argument("--redis-db", type=int, default=secrets.randbelow(15) + 1)
+    parser.add_argument(
+        "--workspaces",
+        type=int,
+        default=1,
+        help="spread the decided operations over N workspaces (each has its own audit chain)",
+    )
     args = parser.parse_args()
     # SIGTERM runs the cleanup below (workers stopped, database dropped) like Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -372,11 +378,16 @@ def main() -> None:
 
         workers.start("observer", "observe", OBSERVERS, "shared.celery_app")
         workers.start("verdict", "verdict", VERDICTS, "shared.celery_app")
-        ws = _setup_tenant(engine, provider.url, "decide")
-        due = _create_ops(engine, ws, "stripe.refund.created", "d", args.ops)
-        done = wait_until(lambda: _count_final(engine, ws) >= args.ops, timeout=900, interval=0.2)
+        spaces = [_setup_tenant(engine, provider.url, f"decide{w}") for w in range(args.workspaces)]
+        share = args.ops // len(spaces)
+        due = max(
+            _create_ops(engine, ws, "stripe.refund.created", f"d{w}_", share)
+            for w, ws in enumerate(spaces)
+        )
+        total = share * len(spaces)
+        done = wait_until(lambda: _count_final(engine, spaces) >= total, timeout=900, interval=0.2)
         finished_epoch = time.time() - (time.monotonic() - done)
-        results["pipeline_per_s"] = args.ops / max(1e-6, finished_epoch - due)
+        results["pipeline_per_s"] = total / max(1e-6, finished_epoch - due)
         print(f"pipeline: {results['pipeline_per_s']:.0f} operations decided/s", flush=True)
 
         # Memory: fresh workers, open operations each holding a countdown message.
@@ -420,7 +431,7 @@ def main() -> None:
     print()
     print(
         f"| {datetime.now(UTC):%Y-%m-%d %H:%M} | {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"load {load:.1f} | {args.ops:,} | {results['bare_per_s']:,.0f} | "
+        f"load {load:.1f} | {args.ops:,} in {args.workspaces} ws | {results['bare_per_s']:,.0f} | "
         f"{results['pipeline_per_s']:,.0f} | {ratio:.2f}x | "
         f"{r1[0]:.0f} / {r1[1]:.0f} | {rn[0]:.0f} / {rn[1]:.0f} |"
     )

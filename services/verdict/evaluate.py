@@ -183,9 +183,23 @@ def evaluate_in_session(
     changes: dict[str, object] = {}
     if op.deadline is None:
         changes["deadline"] = deadline
+    plan = Plan()
     if decision.final:
         changes["next_observation_at"] = None
         changes["enqueued_at"] = None
+    else:
+        # Scheduled before the state is written: change_state appends to the workspace's
+        # audit chain, which holds the workspace's lock until commit; keep that stretch short.
+        plan = _schedule_next(
+            session,
+            op,
+            timing=contract.timing,
+            latest=latest,
+            now=now,
+            deadline=deadline,
+            settings=settings,
+            draw=draw,
+        )
     if not change_state(
         session,
         op,
@@ -201,21 +215,7 @@ def evaluate_in_session(
     ):
         raise LostRace(op.id)
     _record_verdict(decision)
-    if decision.final:
-        return EvaluateOutcome(decision, Plan())
-    return EvaluateOutcome(
-        decision,
-        _schedule_next(
-            session,
-            op,
-            timing=contract.timing,
-            latest=latest,
-            now=now,
-            deadline=deadline,
-            settings=settings,
-            draw=draw,
-        ),
-    )
+    return EvaluateOutcome(decision, plan)
 
 
 def _schedule_next(

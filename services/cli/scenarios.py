@@ -70,6 +70,9 @@ DEFAULT_SANDBOX_OPTIONS: dict[str, Any] = {"settle_ms": int(SETTLE_S * 1000)}
 
 POLL_S = 0.1
 SCENARIO_TIMEOUT_S = 60.0
+FRESH_CONNECTIONS = httpx.Limits(max_keepalive_connections=0)
+"""One connection per request: a keep-alive connection the server closed while it sat idle
+would fail the next request with a read error, and an action report must not be sent twice."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -147,11 +150,13 @@ class Agent:
             base_url=api_url,
             headers={"Authorization": f"Bearer {workspace.api_key}"},
             timeout=30.0,
+            limits=FRESH_CONNECTIONS,
         )
         self.stripe = httpx.AsyncClient(
             base_url=workspace.sandbox.base_url,
             headers={"Authorization": f"Bearer {workspace.sandbox.api_key}"},
             timeout=30.0,
+            limits=FRESH_CONNECTIONS,
         )
         self.seen: list[tuple[str, str | None, str | None]] = []
         self.ops: list[dict[str, Any]] = []
@@ -601,7 +606,7 @@ async def _run_entitlement(system: System, sink: ProgressSink) -> Outcome:
 
 
 async def _app_seats(url: str, charge: str) -> int | None:
-    async with httpx.AsyncClient(base_url=url, timeout=10.0) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=10.0, limits=FRESH_CONNECTIONS) as client:
         response = await client.get(f"/entitlements/{charge}")
     if response.status_code != 200:
         return None

@@ -443,7 +443,8 @@ def main() -> None:
 
         new_events = after[0] - before[0]
         print(
-            f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, cpus: {os.cpu_count()}, uvicorn 1 "
+            f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, python {sys.version.split()[0]}, "
+            f"cpus: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}, uvicorn 1 "
             f"worker each, wrk -t{args.threads} -c{args.connections} -d{args.duration}s, "
             f"{args.operations} open operations"
         )

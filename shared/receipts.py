@@ -161,30 +161,48 @@ def _counted(entry: Mapping[str, Any]) -> bool:
     return bool(entry.get("used")) or (entry.get("status") == "ok" and bool(entry.get("fresh")))
 
 
-def _event_evidence(
-    session: Session, operation: Operation, channel: str, level: str, observed_at: datetime | None
-) -> list[ReceiptEvidence] | None:
-    """One piece of evidence per stored event a webhook reading counted (None: not found)."""
+def _webhook_readings(
+    session: Session, operation: Operation, wanted: Sequence[tuple[str, datetime | None]]
+) -> dict[tuple[str, datetime | None], list[Any]]:
+    """The event bodies each wanted webhook reading counted, by (channel, observed_at)."""
+    from sqlalchemy import select
+
+    from shared.db.models import Observation
+
+    if not wanted:
+        return {}
+    rows = session.execute(
+        select(Observation.channel, Observation.observed_at, Observation.value)
+        .where(
+            Observation.operation_id == operation.id,
+            Observation.channel.in_(sorted({channel for channel, _ in wanted})),
+        )
+        .order_by(Observation.observed_at, Observation.id)
+    ).all()
+    found: dict[tuple[str, datetime | None], list[Any]] = {}
+    for channel, observed_at, value in rows:
+        bodies = value.get("events") if isinstance(value, Mapping) else None
+        if not isinstance(bodies, list):
+            continue
+        if (channel, observed_at) in wanted:
+            found[(channel, observed_at)] = bodies
+        if (channel, None) in wanted:
+            found[(channel, None)] = bodies  # no time given: the latest reading
+    return found
+
+
+def _stored_events(
+    session: Session, operation: Operation, bodies: Sequence[Any]
+) -> dict[int, list[Any]]:
+    """Stored events that may be the given bodies: those linked to the operation and those
+    whose provider id the bodies name; keyed by a hash of their canonical JSON."""
     from sqlalchemy import or_, select
 
-    from shared.db.models import Event, Observation, OperationEvent
+    from shared.db.models import Event, OperationEvent
 
-    query = select(Observation).where(
-        Observation.operation_id == operation.id, Observation.channel == channel
+    ids = sorted(
+        {b["id"] for b in bodies if isinstance(b, Mapping) and isinstance(b.get("id"), str)}
     )
-    if observed_at is not None:
-        query = query.where(Observation.observed_at == observed_at)
-    reading = session.execute(
-        query.order_by(Observation.observed_at.desc(), Observation.id.desc()).limit(1)
-    ).scalar_one_or_none()
-    if reading is None or not isinstance(reading.value, Mapping):
-        return None
-    bodies = reading.value.get("events")
-    if not isinstance(bodies, list) or not bodies:
-        return None
-    # The reduction keeps event bodies; find the stored events they are, among the events
-    # linked to the operation and those whose provider id the bodies name.
-    ids = [b["id"] for b in bodies if isinstance(b, Mapping) and isinstance(b.get("id"), str)]
     linked = select(OperationEvent.event_pk).where(OperationEvent.operation_id == operation.id)
     events = session.execute(
         select(Event).where(
@@ -192,24 +210,10 @@ def _event_evidence(
             or_(Event.id.in_(linked), Event.event_id.in_(ids)),
         )
     ).scalars()
-    by_body: dict[int, list[Event]] = {}
+    by_body: dict[int, list[Any]] = {}
     for event in events:
         by_body.setdefault(_body_key(event.body), []).append(event)
-    found: list[ReceiptEvidence] = []
-    for body in bodies:
-        match = next((e for e in by_body.get(_body_key(body), []) if e.body == body), None)
-        if match is None:
-            return None
-        found.append(
-            ReceiptEvidence(
-                channel=channel,
-                level=level,
-                observed_at=match.received_at,
-                provider_timestamp=match.provider_timestamp,
-                digest=match.digest,
-            )
-        )
-    return found
+    return by_body
 
 
 def _body_key(body: Any) -> int:
@@ -222,16 +226,39 @@ def _body_key(body: Any) -> int:
 def _evidence(
     session: Session, operation: Operation, decision: Mapping[str, Any], webhook: set[str]
 ) -> list[ReceiptEvidence]:
+    """The receipt's evidence: readbacks by their digest, webhook readings expanded into one
+    entry per stored event they counted (falling back to the reading's own digest when an
+    event cannot be found). Two queries, whatever the number of channels."""
+    entries = [e for e in decision.get("evidence") or () if isinstance(e, Mapping) and _counted(e)]
+    wanted = [
+        (str(e.get("channel")), _parse_time(e.get("observed_at")))
+        for e in entries
+        if str(e.get("channel")) in webhook
+    ]
+    readings = _webhook_readings(session, operation, wanted)
+    all_bodies = [b for bodies in readings.values() for b in bodies]
+    stored = _stored_events(session, operation, all_bodies) if all_bodies else {}
     found: list[ReceiptEvidence] = []
-    for entry in decision.get("evidence") or ():
-        if not isinstance(entry, Mapping) or not _counted(entry):
-            continue
+    for entry in entries:
         channel, level = str(entry.get("channel")), str(entry.get("level"))
         observed_at = _parse_time(entry.get("observed_at"))
-        if channel in webhook:
-            events = _event_evidence(session, operation, channel, level, observed_at)
-            if events is not None:
-                found.extend(events)
+        bodies = readings.get((channel, observed_at)) if channel in webhook else None
+        if bodies:
+            matches = [
+                next((e for e in stored.get(_body_key(b), []) if e.body == b), None) for b in bodies
+            ]
+            if all(m is not None for m in matches):
+                found.extend(
+                    ReceiptEvidence(
+                        channel=channel,
+                        level=level,
+                        observed_at=m.received_at,
+                        provider_timestamp=m.provider_timestamp,
+                        digest=m.digest,
+                    )
+                    for m in matches
+                    if m is not None
+                )
                 continue
         digest = entry.get("digest")
         found.append(

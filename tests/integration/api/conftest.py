@@ -82,6 +82,7 @@ def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Api]:
     built = build_api(engine, url, request.param, tmp_path)
     with built.client:
         yield built
+    built.app.state.engine.dispose()
 
 
 @pytest.fixture
@@ -90,3 +91,4 @@ def pg_api(pg_engine: Engine, migrated_postgres_url: str, tmp_path: Path) -> Ite
     built = build_api(pg_engine, migrated_postgres_url, "postgresql", tmp_path)
     with built.client:
         yield built
+    built.app.state.engine.dispose()

@@ -16,8 +16,10 @@ Answers (RFC 9457 problem+json for every refusal):
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,6 +35,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.requests import ClientDisconnect
 
+from services.ingress.problems import problem_response
 from shared.db.models import Connection
 from shared.intake import (
     IntakeResult,
@@ -54,23 +57,22 @@ router = APIRouter(tags=["events"])
 
 _PROVIDER = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _WORKSPACE = re.compile(r"^[A-Za-z0-9_\-]{1,40}$")
-_PROBLEM = "application/problem+json"
 
 
 INTAKE_THREADS = 16
 """Deliveries processed at once per process (each holds a database connection); more only
 contend for the interpreter lock, the rest wait their turn."""
-_limiters: dict[int, anyio.CapacityLimiter] = {}
+_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _limiter() -> anyio.CapacityLimiter:
-    # one limiter per event loop (a CapacityLimiter belongs to the loop that made it)
-    import asyncio
-
-    key = id(asyncio.get_running_loop())
-    found = _limiters.get(key)
+    # One limiter per event loop (a limiter belongs to the loop that made it).
+    loop = asyncio.get_running_loop()
+    found = _limiters.get(loop)
     if found is None:
-        found = _limiters[key] = anyio.CapacityLimiter(INTAKE_THREADS)
+        found = _limiters[loop] = anyio.CapacityLimiter(INTAKE_THREADS)
     return found
 
 
@@ -92,19 +94,18 @@ class _Outcome:
     result: IntakeResult
 
 
-def _problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
-    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
+def _problem(status: int, kind: str, detail: str, **extra: Any) -> JSONResponse:
     headers = {"Retry-After": "5"} if status == 503 else None
     if status == 413:
         # Close the connection: the server then stops reading the rest of the body instead of
         # draining it (an endless chunked body ends here).
         headers = {"Connection": "close"}
-    return JSONResponse(body, status_code=status, media_type=_PROBLEM, headers=headers)
+    return problem_response(status, kind, detail, headers=headers, **extra)
 
 
 def _not_found() -> JSONResponse:
     # One answer for an unknown workspace and an unknown provider: it must not say which.
-    return _problem(404, "Not Found", "no webhook endpoint at this address")
+    return _problem(404, "not-found", "no webhook endpoint at this address")
 
 
 async def read_limited_body(request: Request, limit: int) -> bytes:
@@ -243,11 +244,11 @@ async def receive_event(provider: str, workspace: str, request: Request) -> Resp
         _metric("EVENTS_REFUSED", provider, "body_too_large")
         return _problem(
             413,
-            "Payload Too Large",
+            "body-too-large",
             f"the body passes the limit of {settings.webhook_max_body_bytes} bytes",
         )
     except ClientDisconnect:
-        return _problem(400, "Bad Request", "the client went away before the body was read")
+        return _problem(400, "bad-request", "the client went away before the body was read")
     now = datetime.now(UTC)
     try:
         outcome = await anyio.to_thread.run_sync(
@@ -267,22 +268,22 @@ async def receive_event(provider: str, workspace: str, request: Request) -> Resp
         return _not_found()
     except SignatureError as refused:
         _metric("EVENTS_REFUSED", provider, refused.reason)
-        return _problem(400, "Signature Refused", str(refused), reason=refused.reason)
+        return _problem(400, "signature-refused", str(refused), reason=refused.reason)
     except MalformedEvent as malformed:
         _metric("EVENTS_REFUSED", provider, malformed.reason)
-        return _problem(400, "Malformed Event", str(malformed), reason=malformed.reason)
+        return _problem(400, "malformed-event", str(malformed), reason=malformed.reason)
     except (OperationalError, DisconnectionError, PoolTimeoutError) as exc:
         log.warning("webhook intake: database unavailable: %s", exc.__class__.__name__)
-        return _problem(503, "Service Unavailable", "the event store cannot be reached")
+        return _problem(503, "unavailable", "the event store cannot be reached")
     except DBAPIError as exc:
         if exc.connection_invalidated:
-            return _problem(503, "Service Unavailable", "the event store cannot be reached")
+            return _problem(503, "unavailable", "the event store cannot be reached")
         raise
     except SecretError as exc:
         # The connection's secrets cannot be opened (wrong or missing PROVELY_SECRET_KEY): an
         # operator's problem; the provider retries later.
         log.error("webhook intake: cannot open the connection's secrets: %s", exc)
-        return _problem(503, "Service Unavailable", "the endpoint cannot check signatures now")
+        return _problem(503, "unavailable", "the endpoint cannot check signatures now")
     _metric("EVENTS_RECEIVED", provider)
     if outcome.result.duplicate:
         _metric("EVENTS_DEDUPLICATED", provider)

@@ -18,6 +18,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from shared.core import IllegalTransition
+from shared.operations import ContractNotFound
+from shared.registry import RegistryError
+from shared.scheduling import ScheduleConflict
+
 __all__ = [
     "PROBLEM_JSON",
     "ApiError",
@@ -183,6 +188,31 @@ def install_problem_handlers(app: FastAPI) -> None:
             500, "internal", "an internal error occurred", instance=request.url.path
         )
 
+    async def domain_error(request: Request, exc: Exception) -> JSONResponse:
+        """Errors of the layers below that reach a route: never a 500 for a known condition."""
+        if isinstance(exc, IllegalTransition | ScheduleConflict):
+            return problem_response(
+                409,
+                "state-conflict",
+                f"the operation changed while this request ran ({exc}); read it again",
+                instance=request.url.path,
+            )
+        if isinstance(exc, ContractNotFound):
+            return problem_response(
+                409,
+                "contract-unavailable",
+                f"the contract of this operation is not available as it was created: {exc}",
+                instance=request.url.path,
+            )
+        return problem_response(
+            503,
+            "unavailable",
+            "the contract registry cannot be loaded; see the service log",
+            instance=request.url.path,
+        )
+
+    for error in (IllegalTransition, ScheduleConflict, ContractNotFound, RegistryError):
+        app.add_exception_handler(error, domain_error)
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)

@@ -459,3 +459,19 @@ def test_the_audit_chain_holds_after_api_traffic(api: Api) -> None:
     assert seqs == list(range(1, len(seqs) + 1))
     # created, started, accepted, observing; created, failed
     assert len(seqs) == 6
+
+
+def test_an_operation_whose_contract_changed_is_409_not_500(api: Api) -> None:
+    op = create(api)
+    with session_scope(api.engine) as session:
+        stored = session.get(Operation, op["id"])
+        assert stored is not None
+        stored.contract_hash = "0" * 64  # as if the contract file had changed since
+    answer = api.client.post(
+        f"/v1/operations/{op['id']}/action",
+        json={"phase": "result", "result": {"id": "re_1"}},
+        headers=api.a.headers(),
+    )
+    assert answer.status_code == 409
+    assert answer.json()["type"].endswith("/contract-unavailable")
+    assert api.client.get(f"/v1/operations/{op['id']}", headers=api.a.headers()).status_code == 200

@@ -229,3 +229,44 @@ def test_secrets_that_cannot_be_opened_answer_503(tenant: Tenant, settings: obje
         body = body_for()
         response = client.post(tenant.path, content=body, headers=signed(body))
     assert response.status_code == 503
+
+
+def test_github_connection_uses_the_delivery_header_as_event_id(
+    client: TestClient, tenant: Tenant, pg_engine: Engine, settings: object
+) -> None:
+    from datetime import UTC, datetime
+
+    from shared.db.tenants import set_connection
+    from shared.signatures import GITHUB
+
+    with Session(pg_engine) as session, session.begin():
+        set_connection(
+            session,
+            tenant.workspace_id,
+            provider="github",
+            webhook_secrets=["gh-secret"],
+            api_key=None,
+            base_url="https://api.github.com",
+            signature_scheme="github",
+            settings=settings,  # type: ignore[arg-type]
+            now=datetime.now(UTC),
+        )
+    body = json.dumps({"action": "closed", "pull_request": {"id": 7, "merged": True}}).encode()
+    headers = GITHUB.sign(
+        body=body, secrets=["gh-secret"], delivery_id="72d3162e-cc78", event_type="pull_request"
+    )
+    path = f"/v1/events/github/{tenant.workspace_id}"
+    first = client.post(path, content=body, headers=headers)
+    again = client.post(path, content=body, headers=headers)
+    assert first.status_code == again.status_code == 200, first.text
+    assert first.json()["event_id"] == "72d3162e-cc78"
+    assert again.json()["duplicate"] is True
+    with Session(pg_engine) as session:
+        row = session.execute(select(Event)).scalar_one()
+    assert (row.provider, row.type) == ("github", "pull_request")
+    forged = dict(headers, **{"X-Hub-Signature-256": "sha256=" + "0" * 64})
+    assert client.post(path, content=body, headers=forged).status_code == 400
+    no_id = {k: v for k, v in headers.items() if k != "X-GitHub-Delivery"}
+    refused = client.post(path, content=body, headers=no_id)
+    assert refused.status_code == 400
+    assert refused.json()["reason"] == "missing_event_id"

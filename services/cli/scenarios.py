@@ -69,7 +69,10 @@ DEFAULT_SANDBOX_OPTIONS: dict[str, Any] = {"settle_ms": int(SETTLE_S * 1000)}
 (1 s), so Provely sees them pending first; the agent then advances the clock."""
 
 POLL_S = 0.1
-SCENARIO_TIMEOUT_S = 60.0
+SCENARIO_TIMEOUT_S = 120.0
+STEP_TIMEOUT_S = 45.0
+"""Generous on purpose: each step takes a second or two, but a busy machine must not turn a
+slow answer into a wrong one."""
 FRESH_CONNECTIONS = httpx.Limits(max_keepalive_connections=0)
 """One connection per request: a keep-alive connection the server closed while it sat idle
 would fail the next request with a read error, and an action report must not be sent twice."""
@@ -233,7 +236,7 @@ class Agent:
                 )
             await asyncio.sleep(POLL_S)
 
-    async def wait_final(self, op_id: str, timeout_s: float = 45.0) -> dict[str, Any]:
+    async def wait_final(self, op_id: str, timeout_s: float = STEP_TIMEOUT_S) -> dict[str, Any]:
         return await self.wait(
             op_id, lambda op: bool(op.get("final")), timeout_s=timeout_s, what="a final verdict"
         )
@@ -313,7 +316,7 @@ class Agent:
         op = await self.wait(
             op_id,
             lambda op: bool(op.get("final")) or op.get("reason") == "still_transitional",
-            timeout_s=20.0,
+            timeout_s=STEP_TIMEOUT_S,
             what="the first readback",
         )
         if not op.get("final"):
@@ -391,7 +394,7 @@ async def _play_requires_action(agent: Agent) -> str:
     await agent.wait(
         op_id,
         lambda op: _observed_status(op) == "requires_action",
-        timeout_s=20.0,
+        timeout_s=STEP_TIMEOUT_S,
         what="a readback in requires_action",
     )
     agent.note("the provider needs the customer to act: the refund can still succeed")
@@ -418,7 +421,7 @@ async def _play_outage(agent: Agent) -> str:
     await agent.wait(
         op["id"],
         lambda op: op.get("verdict") == "UNVERIFIABLE" or bool(op.get("final")),
-        timeout_s=20.0,
+        timeout_s=STEP_TIMEOUT_S,
         what="UNVERIFIABLE during the outage",
     )
     await agent.control("outage", {"enabled": False})
@@ -470,7 +473,7 @@ async def _play_timeout_after(agent: Agent) -> str:
     await agent.wait(
         op["id"],
         lambda op: bool((op.get("subject") or {}).get("id")) or bool(op.get("final")),
-        timeout_s=20.0,
+        timeout_s=STEP_TIMEOUT_S,
         what="the refund id learned from the refund.created event",
     )
     agent.note("refund id learned from refund.created (same idempotency key)")
@@ -875,7 +878,7 @@ async def _run_one(
         op_id = await asyncio.wait_for(scenario.play(agent), SCENARIO_TIMEOUT_S)
         op = await agent.get(op_id)
         if scenario.expected.final and not op.get("final"):
-            op = await agent.wait_final(op_id, timeout_s=30.0)
+            op = await agent.wait_final(op_id)
         outcome.operation = op
         outcome.error = _judge(scenario, agent, op)
         if op.get("final"):

@@ -65,7 +65,14 @@ def create(
     body: CreateOperationIn,
     who: Caller,
     idempotency_key: Annotated[
-        str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=255,
+            pattern=r"^[!-~]+$",
+            description="Visible ASCII; the same key with the same body replays the operation.",
+        ),
     ] = None,
 ) -> OperationOut:
     settings = app_settings(request)

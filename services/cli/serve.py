@@ -105,7 +105,7 @@ def ingress(
         log_config=None,
         proxy_headers=True,
         timeout_graceful_shutdown=graceful_timeout,
-        access_log=False,
+        access_log=True,  # one JSON line per request, with its request id
     )
 
 

@@ -58,6 +58,7 @@ from shared.signatures import VerifiedDelivery
 
 __all__ = [
     "DEFAULT_SHAPES",
+    "Delivery",
     "IntakeResult",
     "LateEventHook",
     "Link",
@@ -71,6 +72,7 @@ __all__ = [
     "event_shape_for",
     "fingerprint_key_names",
     "ingest_event",
+    "ingest_many",
     "parse_event",
     "register_late_event_hook",
     "store_event",
@@ -926,6 +928,284 @@ def ingest_event(
     result.event_pk = event_pk
     result.wakes = wake_operations(session, result.to_wake, now)
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One verified, parsed delivery for :func:`ingest_many`."""
+
+    workspace_id: str
+    provider: str
+    event: ParsedEvent
+    raw: bytes
+    now: datetime
+
+
+_PG_STORE_MANY = text(
+    """
+    INSERT INTO events (workspace_id, provider, event_id, type, provider_timestamp,
+                        api_version, object_id, body, raw, digest, duplicates, received_at)
+    SELECT ws, prov, eid, typ, ts, api, obj, CAST(body AS JSON), raw, digest, 0, recv
+    FROM unnest(CAST(:ws AS TEXT[]), CAST(:prov AS TEXT[]), CAST(:eid AS TEXT[]),
+                CAST(:typ AS TEXT[]), CAST(:ts AS TIMESTAMPTZ[]), CAST(:api AS TEXT[]),
+                CAST(:obj AS TEXT[]), CAST(:body AS TEXT[]), CAST(:raw AS BYTEA[]),
+                CAST(:digest AS TEXT[]), CAST(:recv AS TIMESTAMPTZ[]))
+         AS t(ws, prov, eid, typ, ts, api, obj, body, raw, digest, recv)
+    ORDER BY ws, prov, eid
+    ON CONFLICT (workspace_id, provider, event_id) DO NOTHING
+    RETURNING id, workspace_id, provider, event_id
+    """
+)
+_PG_KEYS_MANY = text(
+    """
+    INSERT INTO event_keys (event_pk, workspace_id, provider, name, value)
+    SELECT * FROM unnest(CAST(:pk AS BIGINT[]), CAST(:ws AS TEXT[]), CAST(:prov AS TEXT[]),
+                         CAST(:name AS TEXT[]), CAST(:value AS TEXT[]))
+    ON CONFLICT DO NOTHING
+    """
+)
+_PG_DUPLICATES_MANY = text(
+    """
+    UPDATE events SET duplicates = events.duplicates + d.n
+    FROM unnest(CAST(:ws AS TEXT[]), CAST(:prov AS TEXT[]), CAST(:eid AS TEXT[]),
+                CAST(:n AS INT[])) AS d(ws, prov, eid, n)
+    WHERE events.workspace_id = d.ws AND events.provider = d.prov AND events.event_id = d.eid
+    """
+)
+_PG_LINKS_MANY = text(
+    """
+    INSERT INTO operation_events (operation_id, event_pk, workspace_id, strategy, assurance,
+                                  created_at)
+    SELECT * FROM unnest(CAST(:op AS TEXT[]), CAST(:pk AS BIGINT[]), CAST(:ws AS TEXT[]),
+                         CAST(:strategy AS TEXT[]), CAST(:assurance AS TEXT[]),
+                         CAST(:at AS TIMESTAMPTZ[]))
+    ON CONFLICT (operation_id, event_pk) DO NOTHING
+    """
+)
+
+
+def _wake_many(
+    session: Session, operation_ids: Iterable[str], now: datetime
+) -> list[tuple[str, int]]:
+    """The set form of ``shared.scheduling.wake``: same rule (open, observed operations only;
+    the fence moves on, the next observation is now) in one statement, in id order."""
+    from shared.scheduling import OBSERVABLE_STATES
+
+    ids = sorted(set(operation_ids))
+    if not ids:
+        return []
+    rows = session.execute(
+        update(Operation)
+        .where(
+            Operation.id.in_(ids),
+            Operation.final.is_(False),
+            Operation.state.in_(OBSERVABLE_STATES),
+        )
+        .values(fence=Operation.fence + 1, next_observation_at=now, enqueued_at=now)
+        .returning(Operation.id, Operation.fence)
+        .execution_options(synchronize_session=False)
+    ).all()
+    return sorted((str(op_id), int(fence)) for op_id, fence in rows)
+
+
+def ingest_many(session: Session, deliveries: Sequence[Delivery]) -> list[IntakeResult]:
+    """:func:`ingest_event` for several deliveries in one transaction (group commit).
+
+    On PostgreSQL a handful of set-based statements serve the whole batch: one insert of the
+    events, one of their keys, one duplicate-counter update, one candidate query, one link
+    insert and one wake update. An event that may teach an operation its subject id (an
+    idempotency-key match on an operation without one) takes the one-by-one path, in the same
+    transaction. Same results as calling :func:`ingest_event` for each delivery in turn.
+    """
+    if not deliveries:
+        return []
+    if session.get_bind().dialect.name != "postgresql":
+        return [
+            ingest_event(
+                session,
+                workspace_id=d.workspace_id,
+                provider=d.provider,
+                event=d.event,
+                raw=d.raw,
+                now=d.now,
+            )
+            for d in deliveries
+        ]
+    now = max(d.now for d in deliveries)
+    # 1. the events, once each (the first delivery of a key in the batch is the one stored)
+    first: dict[tuple[str, str, str], int] = {}
+    for index, d in enumerate(deliveries):
+        first.setdefault((d.workspace_id, d.provider, d.event.event_id), index)
+    new = [deliveries[i] for i in sorted(first.values())]
+    rows = session.execute(
+        _PG_STORE_MANY,
+        {
+            "ws": [d.workspace_id for d in new],
+            "prov": [d.provider for d in new],
+            "eid": [d.event.event_id for d in new],
+            "typ": [d.event.type for d in new],
+            "ts": [d.event.provider_timestamp for d in new],
+            "api": [d.event.api_version for d in new],
+            "obj": [d.event.object_id for d in new],
+            "body": [json.dumps(d.event.body, separators=(",", ":")) for d in new],
+            "raw": [d.raw for d in new],
+            "digest": [hashlib.sha256(d.raw).hexdigest() for d in new],
+            "recv": [d.now for d in new],
+        },
+    ).all()
+    stored = {(ws, prov, eid): int(pk) for pk, ws, prov, eid in rows}
+    results: list[IntakeResult] = []
+    repeats: dict[tuple[str, str, str], int] = {}
+    for index, d in enumerate(deliveries):
+        key = (d.workspace_id, d.provider, d.event.event_id)
+        if first[key] == index and key in stored:
+            results.append(IntakeResult(event_pk=stored[key], duplicate=False))
+        else:
+            results.append(IntakeResult(event_pk=None, duplicate=True))
+            repeats[key] = repeats.get(key, 0) + 1
+    if repeats:
+        keys = sorted(repeats)
+        session.execute(
+            _PG_DUPLICATES_MANY,
+            {
+                "ws": [k[0] for k in keys],
+                "prov": [k[1] for k in keys],
+                "eid": [k[2] for k in keys],
+                "n": [repeats[k] for k in keys],
+            },
+        )
+    fresh = [(d, r) for d, r in zip(deliveries, results, strict=True) if r.event_pk is not None]
+    key_rows = [
+        (r.event_pk, d.workspace_id, d.provider, name, value)
+        for d, r in fresh
+        for name, value in sorted(d.event.keys.items())
+    ]
+    if key_rows:
+        session.execute(
+            _PG_KEYS_MANY,
+            {
+                "pk": [k[0] for k in key_rows],
+                "ws": [k[1] for k in key_rows],
+                "prov": [k[2] for k in key_rows],
+                "name": [k[3] for k in key_rows],
+                "value": [k[4] for k in key_rows],
+            },
+        )
+    # 2. one candidate query for every new event
+    conditions: list[Any] = []
+    objects = sorted({d.event.object_id for d, _ in fresh if d.event.object_id})
+    idems = sorted({d.event.idempotency_key for d, _ in fresh if d.event.idempotency_key})
+    if objects:
+        conditions.append(Operation.subject_id.in_(objects))
+    if idems:
+        conditions.append(Operation.id.in_(idems))
+    probes: dict[str, set[str]] = {}
+    fingerprinted: dict[int, bool] = {}
+    for d, r in fresh:
+        names = fingerprint_key_names(d.provider)
+        ok = bool(names) and names <= set(d.event.keys)
+        fingerprinted[id(r)] = ok
+        if ok:
+            probe = min(names, key=lambda n: (d.event.keys[n].lstrip("-").isdigit(), n))
+            probes.setdefault(probe, set()).add(d.event.keys[probe])
+    for probe, probe_values in sorted(probes.items()):
+        conditions.append(
+            and_(
+                Operation.final.is_(False),
+                Operation.subject_id.is_(None),
+                Operation.input[probe].as_string().in_(sorted(probe_values)),
+            )
+        )
+    candidates: list[Operation] = []
+    if conditions:
+        candidates = list(
+            session.execute(
+                select(Operation)
+                .options(load_only(*_CORRELATION_COLUMNS))
+                .where(
+                    Operation.workspace_id.in_(sorted({d.workspace_id for d, _ in fresh})),
+                    or_(*conditions),
+                )
+                .order_by(Operation.id)
+            ).scalars()
+        )
+    contracts = {op.id: contract_of(session, op) for op in candidates}
+    # 3. match in memory; an event that may teach a subject id goes one by one
+    links: list[tuple[Operation, int, str, str, IntakeResult]] = []
+    slow: list[tuple[Delivery, IntakeResult]] = []
+    for d, r in fresh:
+        event, pk = d.event, r.event_pk
+        assert pk is not None
+        mine = [op for op in candidates if op.workspace_id == d.workspace_id]
+        matches: list[tuple[Operation, str, str]] = []
+        weak: list[tuple[Operation, Contract]] = []
+        learns = False
+        for op in mine:
+            contract = contracts[op.id]
+            if contract is None or d.provider not in event_providers(contract):
+                continue
+            if event.idempotency_key is not None and event.idempotency_key == _idempotency_value(
+                contract, op
+            ):
+                if (
+                    op.subject_id is None
+                    and event.object_id is not None
+                    and _of_subject_type(contract, event.type)
+                ):
+                    learns = True
+                matches.append((op, "idempotency_key", STRONG))
+            elif event.object_id is not None and event.object_id in _subject_values(op, contract):
+                matches.append((op, "resource_id", STRONG))
+            elif fingerprinted[id(r)] and op.subject_id is None and not op.final:
+                weak.append((op, contract))
+        if learns:
+            slow.append((d, r))
+            continue
+        strong_ids = {op.id for op, _, _ in matches}
+        for op, contract in weak:
+            fingerprint = _fingerprint(contract, op)
+            if (
+                op.id not in strong_ids
+                and fingerprint
+                and all(event.keys.get(k) == v for k, v in fingerprint.items())
+            ):
+                matches.append((op, "fingerprint", WEAK))
+        links.extend((op, pk, strategy, assurance, r) for op, strategy, assurance in matches)
+    if links:
+        session.execute(
+            _PG_LINKS_MANY,
+            {
+                "op": [op.id for op, *_ in links],
+                "pk": [pk for _, pk, *_ in links],
+                "ws": [op.workspace_id for op, *_ in links],
+                "strategy": [strategy for _, _, strategy, _, _ in links],
+                "assurance": [assurance for _, _, _, assurance, _ in links],
+                "at": [now for _ in links],
+            },
+        )
+        for op, pk, strategy, assurance, r in links:
+            r.links.append(Link(op.id, pk, strategy, assurance, op.final))
+            if op.final and _late_hooks:
+                row = session.get(Event, pk)
+                assert row is not None
+                for hook in list(_late_hooks):
+                    hook(session, op, row, now)
+    for d, r in slow:
+        assert r.event_pk is not None
+        correlate_event(
+            session,
+            event_pk=r.event_pk,
+            workspace_id=d.workspace_id,
+            provider=d.provider,
+            event=d.event,
+            now=d.now,
+            result=r,
+        )
+    # 4. one wake for all
+    wakes = dict(_wake_many(session, {op for r in results for op in r.to_wake}, now))
+    for r in results:
+        r.wakes = [(op, wakes[op]) for op in r.to_wake if op in wakes]
+    return results
 
 
 # ------------------------------------------------------------------------------ for readers

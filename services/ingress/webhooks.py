@@ -33,16 +33,18 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from sqlalchemy.orm import Session
 from starlette.requests import ClientDisconnect
 
 from services.ingress.problems import problem_response
 from shared.db.models import Connection
 from shared.intake import (
+    Delivery,
     IntakeResult,
     MalformedEvent,
     event_shape_for,
     fingerprint_key_names,
-    ingest_event,
+    ingest_many,
     parse_event,
 )
 from shared.secrets import SecretError
@@ -57,23 +59,6 @@ router = APIRouter(tags=["events"])
 
 _PROVIDER = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _WORKSPACE = re.compile(r"^[A-Za-z0-9_\-]{1,40}$")
-
-
-INTAKE_THREADS = 16
-"""Deliveries processed at once per process (each holds a database connection); more only
-contend for the interpreter lock, the rest wait their turn."""
-_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _limiter() -> anyio.CapacityLimiter:
-    # One limiter per event loop (a limiter belongs to the loop that made it).
-    loop = asyncio.get_running_loop()
-    found = _limiters.get(loop)
-    if found is None:
-        found = _limiters[loop] = anyio.CapacityLimiter(INTAKE_THREADS)
-    return found
 
 
 class BodyTooLarge(Exception):
@@ -164,56 +149,169 @@ def _connection_secrets(stored: bytes, settings: Settings) -> tuple[str, ...]:
     return secrets
 
 
-def _ingest(
-    engine: Engine,
-    settings: Settings,
-    *,
-    provider: str,
-    workspace: str,
-    body: bytes,
-    headers: Mapping[str, str],
-    now: datetime,
-) -> _Outcome:
-    """Runs in a worker thread: one transaction, committed before the wakes are sent."""
-    from shared.db.session import session_scope
-    from shared.scheduling import dispatch_observe
+@dataclass(frozen=True, slots=True)
+class _Item:
+    provider: str
+    workspace: str
+    body: bytes
+    headers: Mapping[str, str]
+    now: datetime
 
-    with session_scope(engine) as session:
-        connection = session.execute(
+
+def _verified(
+    session: Session, settings: Settings, item: _Item, connections: dict[tuple[str, str], Any]
+) -> Delivery:
+    """Signature, then event shape; raises _NotFound, SignatureError or MalformedEvent."""
+    key = (item.workspace, item.provider)
+    if key not in connections:
+        connections[key] = session.execute(
             select(
                 Connection.id,
                 Connection.signature_scheme,
                 Connection.signature_tolerance_seconds,
                 Connection.webhook_secrets_enc,
-            ).where(Connection.workspace_id == workspace, Connection.provider == provider)
+            ).where(Connection.workspace_id == item.workspace, Connection.provider == item.provider)
         ).one_or_none()
-        if connection is None:
-            raise _NotFound
-        try:
-            scheme = scheme_for(connection.signature_scheme)
-        except UnknownSchemeError:
-            log.error("connection %s names an unknown signature scheme", connection.id)
-            raise _NotFound from None
-        delivery = scheme.verify(
-            body=body,
-            headers=headers,
-            secrets=_connection_secrets(connection.webhook_secrets_enc, settings),
-            tolerance_s=connection.signature_tolerance_seconds,
-            now=now,
-        )
-        event = parse_event(
-            body,
-            shape=event_shape_for(provider, scheme.name),
-            delivery=delivery,
-            received_at=now,
-            extra_keys=fingerprint_key_names(provider),
-        )
-        result = ingest_event(
-            session, workspace_id=workspace, provider=provider, event=event, raw=body, now=now
-        )
-    for operation_id, fence in result.wakes:
+    connection = connections[key]
+    if connection is None:
+        raise _NotFound
+    try:
+        scheme = scheme_for(connection.signature_scheme)
+    except UnknownSchemeError:
+        log.error("connection %s names an unknown signature scheme", connection.id)
+        raise _NotFound from None
+    delivery = scheme.verify(
+        body=item.body,
+        headers=item.headers,
+        secrets=_connection_secrets(connection.webhook_secrets_enc, settings),
+        tolerance_s=connection.signature_tolerance_seconds,
+        now=item.now,
+    )
+    event = parse_event(
+        item.body,
+        shape=event_shape_for(item.provider, scheme.name),
+        delivery=delivery,
+        received_at=item.now,
+        extra_keys=fingerprint_key_names(item.provider),
+    )
+    return Delivery(item.workspace, item.provider, event, item.body, item.now)
+
+
+_Answer = _Outcome | BaseException
+
+
+def _ingest_batch(engine: Engine, settings: Settings, items: list[_Item]) -> list[_Answer]:
+    """Runs in a worker thread: the deliveries that arrived together share one transaction,
+    committed before any wake is sent and before any of them is answered. Refused deliveries
+    write nothing. When the shared transaction fails, each delivery is retried on its own."""
+    from shared.db.session import session_scope
+
+    answers: list[_Answer | None] = [None] * len(items)
+    try:
+        with session_scope(engine) as session:
+            connections: dict[tuple[str, str], Any] = {}
+            accepted: list[tuple[int, Delivery]] = []
+            for index, item in enumerate(items):
+                try:
+                    accepted.append((index, _verified(session, settings, item, connections)))
+                except (_NotFound, SignatureError, MalformedEvent, SecretError) as refused:
+                    answers[index] = refused
+            results = ingest_many(session, [d for _, d in accepted])
+    except Exception:
+        if len(items) == 1:
+            raise
+        log.warning("webhook intake: a batch of %d failed; one by one now", len(items))
+        return [_ingest_one(engine, settings, item) for item in items]
+    for (index, delivery), result in zip(accepted, results, strict=True):
+        answers[index] = _Outcome(delivery.event.event_id, result)
+    _dispatch(results)
+    return [a if a is not None else RuntimeError("no answer") for a in answers]
+
+
+def _ingest_one(engine: Engine, settings: Settings, item: _Item) -> _Answer:
+    try:
+        return _ingest_batch(engine, settings, [item])[0]
+    except Exception as exc:
+        return exc
+
+
+def _dispatch(results: list[IntakeResult]) -> None:
+    from shared.scheduling import dispatch_observe
+
+    for operation_id, fence in sorted({w for r in results for w in r.wakes}):
         dispatch_observe(operation_id, fence, countdown_s=0)
-    return _Outcome(event.event_id, result)
+
+
+MAX_BATCH = 64
+"""Most deliveries one transaction carries."""
+MAX_BATCHES_IN_FLIGHT = 4
+"""Transactions one process runs at once; deliveries arriving meanwhile wait for the next."""
+
+
+class _Batcher:
+    """Group commit: deliveries that arrive while earlier ones are being written go together.
+
+    No timer: a delivery that finds a free slot is written at once (alone); deliveries that
+    arrive while all slots are busy are written together when one frees up.
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Engine, Settings, _Item, asyncio.Future[_Answer]]] = []
+        self.running = 0
+
+    async def submit(self, engine: Engine, settings: Settings, item: _Item) -> _Outcome:
+        future: asyncio.Future[_Answer] = asyncio.get_running_loop().create_future()
+        self.pending.append((engine, settings, item, future))
+        self._start()
+        answer = await future
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def _start(self) -> None:
+        while self.pending and self.running < MAX_BATCHES_IN_FLIGHT:
+            engine, settings = self.pending[0][0], self.pending[0][1]
+            batch = [p for p in self.pending[:MAX_BATCH] if p[0] is engine and p[1] is settings]
+            taken = {id(p) for p in batch}
+            self.pending = [p for p in self.pending if id(p) not in taken]
+            self.running += 1
+            task = asyncio.get_running_loop().create_task(self._run(engine, settings, batch))
+            _tasks.add(task)
+            task.add_done_callback(_tasks.discard)
+
+    async def _run(
+        self,
+        engine: Engine,
+        settings: Settings,
+        batch: list[tuple[Engine, Settings, _Item, asyncio.Future[_Answer]]],
+    ) -> None:
+        try:
+            answers: list[_Answer] = await anyio.to_thread.run_sync(
+                partial(_ingest_batch, engine, settings, [p[2] for p in batch])
+            )
+        except BaseException as exc:
+            answers = [exc] * len(batch)
+        finally:
+            self.running -= 1
+        for (_, _, _, future), answer in zip(batch, answers, strict=True):
+            if not future.done():
+                future.set_result(answer)
+        self._start()
+
+
+_tasks: set[asyncio.Task[None]] = set()
+_batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _batcher() -> _Batcher:
+    # One batcher per event loop (its futures belong to that loop).
+    loop = asyncio.get_running_loop()
+    found = _batchers.get(loop)
+    if found is None:
+        found = _batchers[loop] = _Batcher()
+    return found
 
 
 def _metric(name: str, *labels: str) -> None:
@@ -251,19 +349,8 @@ async def receive_event(provider: str, workspace: str, request: Request) -> Resp
         return _problem(400, "bad-request", "the client went away before the body was read")
     now = datetime.now(UTC)
     try:
-        outcome = await anyio.to_thread.run_sync(
-            partial(
-                _ingest,
-                _engine(request, settings),
-                settings,
-                provider=provider,
-                workspace=workspace,
-                body=body,
-                headers=request.headers,
-                now=now,
-            ),
-            limiter=_limiter(),
-        )
+        item = _Item(provider, workspace, body, request.headers, now)
+        outcome = await _batcher().submit(_engine(request, settings), settings, item)
     except _NotFound:
         return _not_found()
     except SignatureError as refused:

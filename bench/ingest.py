@@ -10,8 +10,8 @@ settings, measured in the same run with the same load tool:
 
 - throughput: ``wrk`` (closed loop, ``--connections`` connections) with a Lua script that
   rotates pre-generated signed bodies, each a distinct event (so every request is a new row);
-- latency: an open-loop generator (asyncio + httpx) at half of the intake's maximum rate,
-  measuring each request from its scheduled send time (no coordinated omission).
+- latency: ``wrk`` again at half of the intake's maximum rate, 16 connections that each pause
+  between their requests (the Lua ``delay`` hook), for both endpoints.
 
 Needs PostgreSQL (a scratch database is created and dropped) and Redis, as the tests do::
 
@@ -23,7 +23,6 @@ Prints a Markdown table; the figures of record are in ``docs/benchmarks.md`` ("I
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import re
@@ -37,7 +36,6 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -82,6 +80,11 @@ function init(args)
   f:close()
   counter = tid
   step = tonumber(args[2])
+  pause = tonumber(args[3] or "0")
+end
+
+function delay()
+  return pause
 end
 
 function request()
@@ -264,12 +267,20 @@ def _ms(text: str) -> float:
 
 
 def run_wrk(
-    url: str, script: Path, bodies: Path, *, threads: int, connections: int, duration: int
+    url: str,
+    script: Path,
+    bodies: Path,
+    *,
+    threads: int,
+    connections: int,
+    duration: int,
+    pause_ms: int = 0,
 ) -> WrkResult:
+    """wrk; with ``pause_ms`` each connection waits that long between its requests (paced)."""
     out = subprocess.run(
         [
             "wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency",
-            "-s", str(script), url, "--", str(bodies), str(threads),
+            "-s", str(script), url, "--", str(bodies), str(threads), str(pause_ms),
         ],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
@@ -281,66 +292,18 @@ def run_wrk(
     return WrkResult(rps, p50, p99, total, int(bad.group(1)) if bad else 0)
 
 
-async def open_loop(url: str, bodies: Path, *, rate: float, duration: float) -> dict[str, Any]:
-    """Send at a fixed rate; latency from each request's scheduled time (ms)."""
-    import httpx
-
-    lines = bodies.read_text().splitlines()
-    pairs = [(lines[i], lines[i + 1].encode()) for i in range(0, len(lines) - 1, 2)]
-    total = int(rate * duration)
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
-    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
-
-        async def one(i: int, due: float) -> None:
-            sig, body = pairs[i % len(pairs)]
-            try:
-                response = await client.post(
-                    url,
-                    content=body,
-                    headers={"Stripe-Signature": sig, "Content-Type": "application/json"},
-                )
-                status = response.status_code
-            except httpx.HTTPError:
-                status = -1  # counted as a failure, its latency is what it waited
-            latencies.append((time.perf_counter() - due) * 1000)
-            statuses[status] = statuses.get(status, 0) + 1
-
-        start = time.perf_counter() + 0.2
-        tasks = []
-        for i in range(total):
-            due = start + i / rate
-            delay = due - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(i, due)))
-        await asyncio.gather(*tasks)
-    latencies.sort()
-
-    def pct(p: float) -> float:
-        return latencies[min(len(latencies) - 1, int(p / 100 * len(latencies)))]
-
-    return {
-        "sent": total,
-        "achieved_rps": total / (time.perf_counter() - start),
-        "p50_ms": pct(50),
-        "p99_ms": pct(99),
-        "max_ms": latencies[-1],
-        "statuses": statuses,
-    }
-
-
 def count_rows(url: str) -> tuple[int, int, int]:
+    """Events, correlations and wakes so far, read in one statement (one snapshot)."""
     from sqlalchemy import create_engine, text
 
     engine = create_engine(url)
     with engine.connect() as conn:
-        events = conn.execute(text("SELECT count(*) FROM events")).scalar_one()
-        links = conn.execute(text("SELECT count(*) FROM operation_events")).scalar_one()
-        wakes = conn.execute(
-            text("SELECT coalesce(sum(fence - 1), 0) FROM operations")
-        ).scalar_one()
+        events, links, wakes = conn.execute(
+            text(
+                "SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM operation_events), "
+                "(SELECT coalesce(sum(fence - 1), 0) FROM operations)"
+            )
+        ).one()
     engine.dispose()
     return int(events), int(links), int(wakes)
 
@@ -428,17 +391,21 @@ def main() -> None:
         after = count_rows(scratch.url)
         print(f"wrk bare: {bare}\nwrk intake: {ingest}", file=sys.stderr)
 
+        # Latency at half the intake's maximum: paced wrk connections (each waits between its
+        # requests), the same pacing for both endpoints.
         rate = max(1.0, ingest.rps / 2)
+        paced = 16
+        pause_ms = max(1, int(paced * 1000 / rate))
         bodies = work / "latency.txt"
-        signed_bodies(bodies, "latency", int(rate * args.latency_seconds) + 10, subjects)
-        latency = asyncio.run(
-            open_loop(ingest_url, bodies, rate=rate, duration=args.latency_seconds)
-        )
-        bare_bodies = work / "latency-bare.txt"
-        signed_bodies(bare_bodies, "latency-bare", int(rate * args.latency_seconds) + 10, subjects)
-        bare_latency = asyncio.run(
-            open_loop(bare_url, bare_bodies, rate=rate, duration=args.latency_seconds)
-        )
+        signed_bodies(bodies, "latency", int(rate * args.latency_seconds * 2) + 100, subjects)
+        latency = run_wrk(
+            ingest_url, script, bodies, threads=2, connections=paced,
+            duration=int(args.latency_seconds), pause_ms=pause_ms,
+        )  # fmt: skip
+        bare_latency = run_wrk(
+            bare_url, script, bodies, threads=2, connections=paced,
+            duration=int(args.latency_seconds), pause_ms=pause_ms,
+        )  # fmt: skip
         final = count_rows(scratch.url)
 
         new_events = after[0] - before[0]
@@ -467,13 +434,13 @@ def main() -> None:
         )
         print()
         print(
-            f"open loop at {rate:.0f} req/s (half the intake's maximum) "
-            f"for {args.latency_seconds:.0f} s:"
+            f"paced at {rate:.0f} req/s (half the intake's maximum; {paced} connections, "
+            f"{pause_ms} ms between a connection's requests) for {args.latency_seconds:.0f} s:"
         )
         for name, r in (("intake", latency), ("bare", bare_latency)):
             print(
-                f"- {name}: achieved {r['achieved_rps']:.0f} req/s, p50 {r['p50_ms']:.1f} ms, "
-                f"p99 {r['p99_ms']:.1f} ms, max {r['max_ms']:.1f} ms, statuses {r['statuses']}"
+                f"- {name}: {r.rps:.0f} req/s, p50 {r.p50_ms:.1f} ms, p99 {r.p99_ms:.1f} ms, "
+                f"non-2xx {r.non_2xx}"
             )
         print(f"rows at the end: events {final[0]}, correlations {final[1]}, wakes {final[2]}")
     finally:

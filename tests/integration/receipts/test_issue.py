@@ -289,3 +289,42 @@ def test_the_database_refuses_a_second_current_receipt(flow: RefundFlow) -> None
             ),
             values,
         )
+
+
+def test_racing_writers_leave_one_receipt(flow: RefundFlow) -> None:
+    """Two evaluations finalise the same operation at once: the version fence lets one win,
+    and only the winner's transaction holds a receipt."""
+    import threading
+
+    at = T0 + timedelta(seconds=3)
+    with session_scope(flow.engine) as s:
+        op = flow.create(s)
+        flow.add_event(s, "evt_created", "refund.created", "pending", T0)
+        flow.add_event(s, "evt_ok", "refund.updated", "succeeded", T0 + timedelta(seconds=2))
+        flow.observe(s, op, "succeeded", at)
+    barrier = threading.Barrier(4)
+    results: list[bool] = []
+    errors: list[BaseException] = []
+
+    def finalise() -> None:
+        try:
+            with session_scope(flow.engine) as s:
+                op = s.get(Operation, "op_1")
+                assert op is not None
+                decision = flow.decide(s, op, at)
+                barrier.wait(timeout=30)
+                results.append(flow.write(s, op, decision, at))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=finalise) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+    assert sorted(results) == [False, False, False, True]
+    with session_scope(flow.engine) as s:
+        rows = list(s.execute(select(Receipt)).scalars())
+        assert len(rows) == 1
+        assert rows[0].current is True

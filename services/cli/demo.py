@@ -396,38 +396,49 @@ def _print_single(console: Console, outcome: Outcome) -> None:
 
 
 def _print_verdict(console: Console, outcome: Outcome) -> None:
+    from rich.markup import escape
+
     op = outcome.operation or {}
     verdict = op.get("verdict")
     style = VERDICT_STYLE.get(str(verdict), "bold")
     console.print(
         f"[bold]{outcome.scenario}[/]: [{style}]{verdict}[/] ({op.get('reason')}), "
-        f"state {op.get('state')}, final={op.get('final')} — {outcome.why}"
+        f"state {op.get('state')}, final={op.get('final')} — {escape(outcome.why)}"
     )
+    retry = op.get("retry") or {}
+    if retry:
+        console.print(
+            f"  retry the action: {retry.get('action')}; "
+            f"retry the verification: {retry.get('verification')}"
+        )
     if outcome.receipt is not None:
         mark = (
             "[green]receipt verified[/]" if outcome.receipt_ok else "[red]receipt NOT verified[/]"
         )
-        console.print(f"  {mark}: {outcome.receipt}")
+        console.print(f"  {mark}: {escape(outcome.receipt)}")
     if outcome.ok:
         console.print(f"  [green]✔ as expected[/] ({outcome.elapsed_s:.1f} s)")
     else:
-        console.print(f"  [red]✘ {outcome.error}[/]")
+        console.print(f"  [red]✘ {escape(outcome.error or '')}[/]")
 
 
 def _print_summary(console: Console, outcomes: Sequence[Outcome]) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="verdicts and why", expand=True, show_lines=True)
-    for column in ("scenario", "verdict", "why", "receipt", ""):
+    for column in ("scenario", "verdict", "why", "retry", "receipt", ""):
         table.add_column(column)
     for o in outcomes:
         op = o.operation or {}
         verdict = op.get("verdict")
         style = VERDICT_STYLE.get(str(verdict), "bold")
+        retry = op.get("retry") or {}
         table.add_row(
             o.scenario,
             f"[{style}]{verdict}[/]\n{op.get('state')}",
-            o.why if o.ok else f"{o.why}\n[red]{o.error}[/]",
+            escape(o.why) if o.ok else f"{escape(o.why)}\n[red]{escape(o.error or '')}[/]",
+            f"action: {retry.get('action', '?')}\nverification: {retry.get('verification', '?')}",
             "—" if o.receipt_ok is None else ("[green]valid[/]" if o.receipt_ok else "[red]no[/]"),
             "[green]✔[/]" if o.ok else "[red]✘[/]",
         )

@@ -779,6 +779,11 @@ class Outcome:
     def why(self) -> str:
         """The verdict's reason in words (and that of any further operation judged)."""
         text = explain(self.operation or {})
+        verdicts = [(v, r) for _, v, r in self.seen if v]
+        final = (self.operation or {}).get("verdict")
+        if any(v == "UNVERIFIABLE" for v, _ in verdicts) and final != "UNVERIFIABLE":
+            path = " → ".join(dict.fromkeys(f"{v} ({r})" for v, r in verdicts))
+            text += f"; verdicts on the way: {path}"
         for other in self.others:
             text += f"; and {other.get('verdict')} for {other.get('id')}: {explain(other)}"
         return text

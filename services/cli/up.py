@@ -151,6 +151,12 @@ class Supervisor:
         if process is not None and process.poll() is None:
             process.send_signal(sig)
 
+    def wait(self, name: str, timeout_s: float) -> int:
+        """Wait for a service to exit (after ``kill``); return its exit code."""
+        process = self._children[name].process
+        assert process is not None
+        return process.wait(timeout=timeout_s)
+
     def poll(self) -> None:
         """Restart children that exited (call regularly); raise when one cannot stay up."""
         if self._stopping:

@@ -2,7 +2,8 @@
 
 The demo's scenario engine plays the agent against uvicorn, one observer worker, one verdict
 worker, one sweeper and sandbox processes. Every scenario must reach its expected verdict with a
-verified receipt — while the verdict worker is killed (SIGKILL) and restarted in the middle.
+verified receipt — while the verdict worker is killed (SIGKILL) and restarted in the middle, and
+the observer is stopped gracefully (SIGTERM) and replaced.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def test_every_scenario_survives_a_killed_verdict_worker(distributed: Distribute
     restarted_at: list[float] = []
     finished_at: dict[str, float] = {}
     killed: list[int] = []
+    observer_exit: list[int] = []
 
     def sink(name: str, update: Mapping[str, Any]) -> None:
         op = update.get("op") or {}
@@ -59,6 +61,11 @@ def test_every_scenario_survives_a_killed_verdict_worker(distributed: Distribute
         time.sleep(2.0)
         supervisor.restart("verdict")
         restarted_at.append(time.monotonic())
+        # A graceful stop of the observer mid-run: it finishes (or hands back) its tasks and
+        # exits 0; its replacement carries on.
+        supervisor.kill("observer", signal.SIGTERM)
+        observer_exit.append(supervisor.wait("observer", timeout_s=60))
+        supervisor.restart("observer")
 
     chaos = threading.Thread(target=crash_and_restart, daemon=True)
     chaos.start()
@@ -67,6 +74,7 @@ def test_every_scenario_survives_a_killed_verdict_worker(distributed: Distribute
     assert killed, "the verdict worker was never killed"
     assert restarted_at, "the verdict worker was never restarted"
     assert supervisor.pid("verdict") not in (None, killed[0])
+    assert observer_exit == [0], "the observer did not stop gracefully on SIGTERM"
     failed = [o for o in outcomes if not o.ok]
     assert not failed, _describe(outcomes) + "\n" + distributed.log_tail()
     # The kill happened mid-flight: scenarios were still deciding after the restart.

@@ -341,15 +341,25 @@ def event_providers(contract: Contract) -> frozenset[str]:
 
 def fingerprint_key_names(provider: str) -> frozenset[str]:
     """Names of the fingerprint keys the provider's shipped contracts correlate on."""
+    registry = _registry()
+    cached = _fingerprint_names.get(provider)
+    if cached is not None and cached[0] is registry:
+        return cached[1]
     names: set[str] = set()
-    for entry in _registry().entries():
+    for entry in registry.entries():
         contract: Contract = entry.contract
         if provider not in event_providers(contract):
             continue
         for strategy in contract.correlation:
             if strategy.strategy == "fingerprint":
                 names.update(key.name for key in strategy.keys)
-    return frozenset(names)
+    found = frozenset(names)
+    _fingerprint_names[provider] = (registry, found)
+    return found
+
+
+# provider -> (the registry it was computed from, names); recomputed when the registry changes
+_fingerprint_names: dict[str, tuple[Any, frozenset[str]]] = {}
 
 
 # ------------------------------------------------------------------------------------ storing

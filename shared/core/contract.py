@@ -190,22 +190,44 @@ class CompletionCondition(_Model):
     evidence: StrictStr
 
 
+def _omit_empty_when(data: dict[str, Any]) -> dict[str, Any]:
+    # Without gates a condition serialises exactly as before ``when`` existed (same hash).
+    if not data.get("when"):
+        data.pop("when", None)
+    return data
+
+
 class NegativeCondition(_Model):
+    """A contradiction. With ``when``, it is judged only once every gate rule holds (e.g. the
+    provider's event that the observed system had to react to has been seen)."""
+
     id: StrictStr
     class_: StrictStr = Field(alias="class")
     reason: StrictStr
     path: StrictStr
     op: Operator
     value: JsonValue = None
+    when: tuple[MatchRule, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_empty_when(handler(self))
 
 
 class VerdictRule(_Model):
+    """An observed state that decides; with ``when``, only once every gate rule holds."""
+
     id: StrictStr
     path: StrictStr
     op: Operator
     value: JsonValue = None
     verdict: VerdictName
     reason: StrictStr
+    when: tuple[MatchRule, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_empty_when(handler(self))
 
 
 class Backoff(_Model):

@@ -103,6 +103,22 @@ EXPLANATIONS: Final[Mapping[str, str]] = {
 }
 
 
+class _Gate:
+    """One ``when`` rule of a negative condition or verdict-map rule."""
+
+    __slots__ = ("fn", "missing", "operand", "path")
+
+    def __init__(self, path: str, op: Operator, value: Any) -> None:
+        self.path: Expression = compile_expression(path)
+        self.fn = operator_function(op)
+        self.operand: Operand = compile_operand(value)
+        self.missing: Any = None if op is Operator.EXISTS else UNKNOWN
+
+    def holds(self, context: EvaluationContext) -> bool:
+        left = self.path.resolve(context, self.missing)
+        return self.fn(left, self.operand.resolve(context)) is True
+
+
 class _Condition:
     __slots__ = (
         "allowed",
@@ -112,6 +128,7 @@ class _Condition:
         "evidence",
         "fixed_note",
         "fn",
+        "gates",
         "id",
         "index",
         "kind",
@@ -137,8 +154,11 @@ class _Condition:
         class_: str | None = None,
         verdict: Verdict | None = None,
         evidence: str | None = None,
+        gates: Sequence[tuple[str, Operator, Any]] = (),
     ) -> None:
         self.id = id
+        # A gated condition is judged only once every gate holds; until then it is unknown.
+        self.gates = tuple(_Gate(path, op, value) for path, op, value in gates)
         self.kind = kind
         self.path: Expression = compile_expression(path)
         self.op = op
@@ -239,6 +259,7 @@ class _Compiled:
                 value=c.value,
                 prose=c.reason,
                 class_=c.class_,
+                gates=[(g.path, g.op, g.value) for g in c.when],
             )
             for c in contract.negative
         )
@@ -251,6 +272,7 @@ class _Compiled:
                 value=r.value,
                 prose=r.reason,
                 verdict=Verdict(r.verdict),
+                gates=[(g.path, g.op, g.value) for g in r.when],
             )
             for r in contract.verdict_map
         )
@@ -494,8 +516,10 @@ def decide(
         else:
             expected = cond.literal_plain
         truth = cond.fn(left, right)
-        truths.append(truth)
         note = cond.fixed_note
+        if cond.gates and truth is True and not all(g.holds(context) for g in cond.gates):
+            truth, note = None, "awaiting_gate"
+        truths.append(truth)
         if note is None and cond.channel_list:
             key = cond.channel_list
             if key in note_cache:

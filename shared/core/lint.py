@@ -23,7 +23,8 @@ Checked on a contract:
 - timing: positive values, backoff maximum ≥ poll interval, stale window > 0,
   ``max_attempts`` ≥ 1, timeout > initial delay, an on-timeout verdict that claims nothing;
 - unique ids (conditions, negative conditions and rules share one namespace; channels; keys);
-- the verdict map never gives VERIFIED or EXPIRED.
+- the verdict map never gives VERIFIED or EXPIRED;
+- ``when`` gates of negative conditions and verdict-map rules are checked like conditions.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from shared.core.contract import Contract, Operator
+from shared.core.contract import Contract, MatchRule, Operator
 from shared.core.skill import SkillManifest
 
 __all__ = [
@@ -417,6 +418,7 @@ class _ContractLinter:
             where = f"negative[{i}]"
             ids.append((neg.id, f"{where}.id"))
             self._operands(where, neg.path, neg.op, neg.value)
+            self._gates(where, neg.when)
             if not _observed_channels(neg.path, neg.value):
                 self.err(f"{where}.path", _NOT_EVIDENCE)
             if not neg.class_.strip():
@@ -427,6 +429,7 @@ class _ContractLinter:
             where = f"verdict_map[{i}]"
             ids.append((rule.id, f"{where}.id"))
             self._operands(where, rule.path, rule.op, rule.value)
+            self._gates(where, rule.when)
             if not _observed_channels(rule.path, rule.value):
                 self.err(f"{where}.path", _NOT_EVIDENCE)
             if rule.verdict in ("VERIFIED", "EXPIRED"):
@@ -446,6 +449,11 @@ class _ContractLinter:
             if ident in seen:
                 self.err(where, f"id {ident} is used twice (conditions and rules share ids)")
             seen.add(ident)
+
+    def _gates(self, where: str, gates: Sequence[MatchRule]) -> None:
+        """``when`` rules: well-typed operands over the same roots as conditions."""
+        for j, gate in enumerate(gates):
+            self._operands(f"{where}.when[{j}]", gate.path, gate.op, gate.value)
 
     def _reachable(self, read: Mapping[str, str]) -> None:
         """The completion conditions must be able to meet the evidence requirements."""

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from shared.core.contract import Channel, Contract, contract_hash
+from shared.core.contract import Channel, Contract, MatchRule, contract_hash
 
 __all__ = ["format_duration_ms", "format_value", "render_page"]
 
@@ -183,7 +183,7 @@ def render_page(
                     _code(n.id),
                     n.class_,
                     _inline(n.reason),
-                    _code(n.path),
+                    _code(n.path) + _gates(n.when),
                     _code(n.op.value),
                     _expected(n.value),
                 )
@@ -204,7 +204,7 @@ def render_page(
             [
                 (
                     _code(r.id),
-                    f"{_code(r.path)} {r.op.value} {_code(_operand(r.value))}",
+                    f"{_code(r.path)} {r.op.value} {_code(_operand(r.value))}" + _gates(r.when),
                     r.verdict,
                     _inline(r.reason),
                 )
@@ -321,6 +321,14 @@ def _operand(value: Any) -> str:
     if isinstance(value, str) and value.startswith("$"):
         return value
     return _json(value)
+
+
+def _gates(gates: Sequence[MatchRule]) -> str:
+    """`` (judged once …)`` after a gated condition's path; empty without gates."""
+    if not gates:
+        return ""
+    rules = " and ".join(f"{_code(g.path)} {g.op.value} {_code(_operand(g.value))}" for g in gates)
+    return f" (judged once {rules})"
 
 
 def _expected(value: Any) -> str:

@@ -18,16 +18,19 @@ Owns what happens to a delivery once its signature holds (``shared.signatures`` 
    only decides once the subject is strongly correlated.
 4. :func:`correlate_pending_events` does the same from the operation's side, for events that
    arrived before the operation could correlate (before its action report, or before it learned
-   its subject id). The action report and the observer call it.
+   its subject id); meant for the action report and the observer.
 
-Every strong link to an open operation is a wake (the caller runs ``shared.scheduling.wake`` in the
-same transaction and dispatches after commit, see :func:`wake_operations`). Links to final
+Every strong link to an open operation is a wake (``shared.scheduling.wake`` in the same
+transaction; the caller dispatches after commit, see :func:`wake_operations`). Links to final
 operations are kept too and returned as ``late`` (and passed to hooks registered with
 :func:`register_late_event_hook`), so the late-contradiction flow can act on them.
 
 Events whose api version is not one of the contract's are stored and linked like any other; the
 core's reduction (``shared.core.events.reduce_events``) sets them aside using
 ``events.api_version``, which :func:`event_record` hands over.
+
+:func:`ingest_event` does steps 2 to 4 for one delivery; :func:`ingest_many` does the same for the
+deliveries that arrived together, in one transaction with set-based statements (group commit).
 
 The caller owns the transaction; nothing here commits.
 

@@ -3,6 +3,8 @@
 The route reads like the house rule: read the raw body (bounded while reading) → load the
 workspace's connection → verify the signature on the exact bytes → parse by the skill's event
 shape → store once, correlate, wake (``shared.intake``) → commit → dispatch the wakes → 200.
+Deliveries that arrive while earlier ones are being written share one transaction (group
+commit, :class:`_Batcher`); each is answered only after that transaction commits.
 
 Answers (RFC 9457 problem+json for every refusal):
 

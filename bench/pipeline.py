@@ -158,6 +158,16 @@ class Workers:
     def _has_children(pid: int, count: int) -> bool:
         return len(_children(pid)) >= count
 
+    def start_sweeper(self) -> None:
+        """The sweeper, as production runs it next to the workers."""
+        log = (self.logs / "sweeper.log").open("ab")
+        code = "from services.verdict.sweeper import run_forever; run_forever()"
+        self.procs["sweeper"] = subprocess.Popen(
+            [sys.executable, "-c", code], cwd=ROOT, env=self.env, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        log.close()
+
     def stop(self, name: str) -> None:
         proc = self.procs.pop(name)
         try:
@@ -378,6 +388,7 @@ def main() -> None:
 
         workers.start("observer", "observe", OBSERVERS, "shared.celery_app")
         workers.start("verdict", "verdict", VERDICTS, "shared.celery_app")
+        workers.start_sweeper()
         spaces = [_setup_tenant(engine, provider.url, f"decide{w}") for w in range(args.workspaces)]
         share = args.ops // len(spaces)
         due = max(
@@ -391,6 +402,8 @@ def main() -> None:
         print(f"pipeline: {results['pipeline_per_s']:.0f} operations decided/s", flush=True)
 
         # Memory: fresh workers, open operations each holding a countdown message.
+        if args.open <= 0:
+            return _report(args, results)
         workers.stop_all()
         client.flushdb()
         provider.status = "pending"
@@ -424,10 +437,14 @@ def main() -> None:
         with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
+    _report(args, results)
+
+
+def _report(args: argparse.Namespace, results: dict[str, Any]) -> None:
     load = os.getloadavg()[0]
     ratio = results["pipeline_per_s"] / results["bare_per_s"]
-    r1 = results["rss_1000"]
-    rn = results[f"rss_{args.open}"]
+    r1 = results.get("rss_1000", (0.0, 0.0))
+    rn = results.get(f"rss_{args.open}", (0.0, 0.0))
     print()
     print(
         f"| {datetime.now(UTC):%Y-%m-%d %H:%M} | {platform.machine()}, {os.cpu_count()} CPUs, "

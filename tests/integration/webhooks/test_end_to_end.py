@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 import stripe
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
@@ -31,17 +32,43 @@ from tests.e2e.launcher import DistributedSystem
 pytestmark = pytest.mark.e2e
 
 
+CLAIM = "provely:webhooks-e2e:claimed"
+
+
+def unused_redis_db(redis_url: str) -> str:
+    """A Redis database index that holds nothing right now, claimed for this module.
+
+    Queue names are fixed, so workers of another suite on the same index would take these
+    messages (and a suite that empties its index would drop them)."""
+    base, _, index = redis_url.rpartition("/")
+    for step in range(15):
+        db = (int(index) + step - 1) % 15 + 1
+        client = redis.Redis.from_url(f"{base}/{db}")
+        try:
+            if client.dbsize() == 0 and client.set(CLAIM, "1", nx=True, ex=1800):
+                return f"{base}/{db}"
+        finally:
+            client.close()
+    return redis_url
+
+
 @pytest.fixture(scope="module")
 def system(
     postgres_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DistributedSystem]:
     workdir: Path = tmp_path_factory.mktemp("webhooks-e2e")
-    running = DistributedSystem(postgres_url=postgres_url, redis_url=redis_url, workdir=workdir)
+    broker = unused_redis_db(redis_url)
+    running = DistributedSystem(postgres_url=postgres_url, redis_url=broker, workdir=workdir)
     try:
         running.start()
         yield running
     finally:
         running.stop()
+        client = redis.Redis.from_url(broker)
+        try:
+            client.delete(CLAIM)
+        finally:
+            client.close()
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,8 @@ PG_ADMIN = os.environ.get("BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1:543
 REDIS_BASE = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379")
 CELERY = str(ROOT / ".venv" / "bin" / "celery")
 HOP1, HOP2 = "bench_hop1", "bench_hop2"
-OBSERVERS, VERDICTS = 4, 4  # pool processes of each worker, the same for both measurements
+OBSERVERS, VERDICTS = 4, 4  # pool size of each worker, the same for both measurements
+POOL = "prefork"
 COUNTER = "provely:bench:done"
 
 # Two no-op hops for the bare round trip, on their own queues of the same app.
@@ -135,8 +136,9 @@ class Workers:
         offset = log.stat().st_size
         proc = subprocess.Popen(
             [CELERY, "-A", app_path, "worker", "-Q", queues, "-c", str(concurrency),
-             "-n", f"{name}-{time.monotonic_ns()}@%h", "--without-gossip", "--without-mingle",
-             "--without-heartbeat", "-l", "WARNING"],
+             "-n", f"{name}-{time.monotonic_ns()}@%h", "-P", POOL, "--without-gossip",
+             "--without-mingle",
+             "--without-heartbeat", "-l", "INFO"],
             cwd=ROOT, env=self.env, stdout=handle, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
@@ -148,7 +150,8 @@ class Workers:
                 raise RuntimeError(log.read_text()[-2000:])
             with log.open("rb") as fh:
                 fh.seek(offset)
-                if b"ready" in fh.read() or self._has_children(proc.pid, concurrency):
+                ready = b"ready" in fh.read()
+                if ready or (POOL == "prefork" and self._has_children(proc.pid, concurrency)):
                     time.sleep(0.5)
                     return
             time.sleep(0.2)
@@ -344,7 +347,11 @@ def main() -> None:
         default=1,
         help="spread the decided operations over N workspaces (each has its own audit chain)",
     )
+    parser.add_argument("--pool", default="prefork", help="Celery pool of every worker")
+    parser.add_argument("--concurrency", type=int, default=4, help="pool size of every worker")
     args = parser.parse_args()
+    global POOL, OBSERVERS, VERDICTS
+    POOL, OBSERVERS, VERDICTS = args.pool, args.concurrency, args.concurrency
     # SIGTERM runs the cleanup below (workers stopped, database dropped) like Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
 

@@ -46,6 +46,8 @@ ROOT = Path(__file__).resolve().parents[3]
 CELERY = str(ROOT / ".venv" / "bin" / "celery")
 API_KEY = "sk_test_workers"
 SECRET_KEY = Fernet.generate_key().decode()
+# The workers' pool: prefork (the default deployment) unless PROVELY_TEST_WORKER_POOL says.
+WORKER_POOL = os.environ.get("PROVELY_TEST_WORKER_POOL", "prefork")
 
 
 # --------------------------------------------------------------------------------------------
@@ -228,6 +230,8 @@ class Cluster:
                 "observe",
                 "-c",
                 str(concurrency),
+                "-P",
+                WORKER_POOL,
                 "-n",
                 f"observer-{time.monotonic_ns()}@%h",
                 "--without-gossip",
@@ -251,6 +255,8 @@ class Cluster:
                 "verdict",
                 "-c",
                 str(concurrency),
+                "-P",
+                WORKER_POOL,
                 "-n",
                 f"verdict-{time.monotonic_ns()}@%h",
                 "--without-gossip",

@@ -93,6 +93,10 @@ def test_the_deployment_has_every_service() -> None:
     for name in ("observer", "verdict", "sweeper"):
         assert "ports" not in services[name]
         assert "container_name" not in services[name]
+    # One image for every Provely service, built from the repository.
+    images = {services[n]["image"] for n, _ in _provely_commands()}
+    assert len(images) == 1
+    assert all(services[n].get("build") == "." for n, _ in _provely_commands())
     # Configuration only through PROVELY_* variables.
     for name in ("migrate", "ingress", "observer", "verdict", "sweeper"):
         env = services[name]["environment"]

@@ -30,6 +30,7 @@ from shared.core.retry import retry_guidance
 from shared.core.types import Decision, EvidenceUsed, OperationState, Verdict
 from shared.db.models import Operation, Workspace
 from shared.db.tenants import new_id
+from shared.intake import correlate_pending_events
 from shared.operations import (
     ContractNotFound,
     change_state,
@@ -371,6 +372,9 @@ def record_action(
         ),
         op,
     )
+    # Events that arrived before this report (a refund.created carrying the operation id as its
+    # idempotency key, say) are linked now, and an operation without a subject id learns it.
+    correlate_pending_events(session, op, now)
     delay_ms = contract.timing.initial_delay_ms
     fence = schedule_observation(session, op, delay_ms=delay_ms, now=now)
     return Scheduled(fence, delay_ms / 1000.0)

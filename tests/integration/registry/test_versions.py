@@ -51,15 +51,31 @@ def write_newer_skill(root: Path) -> tuple[Path, Path]:
 
 
 def stale_seats(op: Operation) -> list[Observation]:
-    """The app still grants 5 seats: a fresh reading that contradicts either version."""
+    """Stripe's refund event is in and the app still grants 5 seats: fresh readings that
+    contradict either version."""
     at = datetime.now(UTC)
+    event = {
+        "id": "evt_versions",
+        "type": "charge.refunded",
+        "data": {"object": {"id": op.input["charge"], "amount_refunded": 5000}},
+    }
+    reduced = {
+        "events": [event],
+        "count": 1,
+        "latest": event,
+        "earliest": event,
+        "types": ["charge.refunded"],
+        "duplicates_dropped": 0,
+        "unsupported": 0,
+    }
     return [
         Observation(
             channel="entitlement_readback",
             observed_at=at,
             status=ObservationStatus.OK,
             value={"charge": op.input["charge"], "seats": 5},
-        )
+        ),
+        Observation("charge_refunded_events", at, ObservationStatus.OK, reduced),
     ]
 
 

@@ -441,6 +441,12 @@ def up(
             "Ctrl-C stops it.",
             err=True,
         )
+        if data_dir is not None:
+            typer.echo(
+                f"Admin commands act on this system with PROVELY_DATA_DIR={directory.resolve()}, "
+                "e.g. `provely workspace create NAME`.",
+                err=True,
+            )
         code = 0
         try:
             assert system.supervisor is not None

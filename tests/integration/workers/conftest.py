@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -338,6 +339,8 @@ def cluster(migrated_postgres_url: str, redis_url: str) -> Iterator[Cluster]:
         yield running
     finally:
         running.stop_all()
+        if not os.environ.get("PROVELY_KEEP_WORKER_LOGS"):
+            shutil.rmtree(logs, ignore_errors=True)
         truncate_all(engine)
         engine.dispose()
         flush_redis(redis_url)

@@ -2,9 +2,10 @@
 
 :func:`change_state` checks the core's lifecycle table, then writes the new state with
 ``UPDATE operations … WHERE id = :id AND version = :v AND state = :current``, bumps the
-version, appends the transition to the workspace's audit chain and, when the new state is final
-with a verdict, issues the receipt — all in the caller's transaction. It returns False when
-another writer got there first; the caller re-reads the operation and decides again.
+version, issues the receipt when the new state is final with a verdict, and appends the
+transition to the workspace's audit chain last (its lock is held until commit) — all in the
+caller's transaction. It returns False when another writer got there first; the caller re-reads
+the operation and decides again.
 
 Also: :func:`facts_for` (what the engine needs besides observations), :func:`contract_for` (the
 exact contract an operation was created with, checked against its hash), and the contract
@@ -221,6 +222,13 @@ def change_state(
         set_committed_value(op, key, value)
     if target.value != previous[0]:
         _count_transition_on_commit(session, target.value)
+    if final and verdict is not None:
+        # The receipt never reads the audit chain, so it is signed and stored before the
+        # transition is appended: appending locks the workspace's chain until commit, and every
+        # other state change of the workspace waits on that lock meanwhile.
+        from shared.receipts import issue_receipt
+
+        issue_receipt(session, op, now=now, settings=settings)
     if (target.value, verdict, reason) != previous:
         append_transition(
             session,
@@ -234,10 +242,6 @@ def change_state(
             now=now,
             details=details,
         )
-    if final and verdict is not None:
-        from shared.receipts import issue_receipt
-
-        issue_receipt(session, op, now=now, settings=settings)
     return True
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from shared.core.contract import canonical_json
@@ -85,6 +86,59 @@ def _row_hash(row: Transition) -> str:
     )
 
 
+_LOCK_SQL = "SELECT id FROM workspaces WHERE id = %s FOR NO KEY UPDATE"
+_LAST_SQL = "SELECT seq, hash FROM transitions WHERE workspace_id = %s ORDER BY seq DESC LIMIT 1"
+
+
+def _lock_chain(session: Session, workspace_id: str) -> tuple[bool, tuple[int, str] | None]:
+    """Lock the workspace's chain; whether the workspace exists, and its last (seq, hash).
+
+    Serialises appenders of this workspace. NO KEY UPDATE does not block inserts of rows that
+    reference the workspace (they take KEY SHARE), only other appenders. The last row is read
+    by a statement that starts once the lock is held, so it sees the previous holder's row.
+    """
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        # Both statements go in one pipeline: the server reads the last row as soon as it
+        # grants the lock, without a round trip back to this (maybe busy) process in between.
+        # Each statement still takes its own snapshot (READ COMMITTED), so the read is fresh.
+        session.flush()  # what autoflush would have sent before the lock, sent first
+        return _lock_chain_pipelined(connection, workspace_id)
+    locked = session.execute(
+        select(Workspace.id).where(Workspace.id == workspace_id).with_for_update(key_share=True)
+    ).scalar_one_or_none()
+    if locked is None:
+        return False, None
+    last = session.execute(
+        select(Transition.seq, Transition.hash)
+        .where(Transition.workspace_id == workspace_id)
+        .order_by(Transition.seq.desc())
+        .limit(1)
+    ).first()
+    return True, None if last is None else (int(last.seq), str(last.hash))
+
+
+def _lock_chain_pipelined(
+    connection: Connection, workspace_id: str
+) -> tuple[bool, tuple[int, str] | None]:
+    import psycopg
+
+    raw: Any = connection.connection.driver_connection
+    try:
+        with raw.pipeline():
+            locked = raw.execute(_LOCK_SQL, (workspace_id,))
+            last = raw.execute(_LAST_SQL, (workspace_id,))
+        found = locked.fetchone() is not None
+        row = last.fetchone()
+    except psycopg.Error as exc:  # the same exceptions as a statement sent through SQLAlchemy
+        raise DBAPIError.instance(
+            _LOCK_SQL, (workspace_id,), exc, psycopg.Error, dialect=connection.dialect
+        ) from exc
+    if not found:
+        return False, None
+    return True, None if row is None else (int(row[0]), str(row[1]))
+
+
 def append_transition(
     session: Session,
     *,
@@ -99,21 +153,11 @@ def append_transition(
     details: dict[str, Any] | None = None,
 ) -> Transition:
     """Append one transition to the workspace's chain, in the caller's transaction."""
-    # Serialise appenders of this workspace. NO KEY UPDATE does not block inserts of rows that
-    # reference the workspace (they take KEY SHARE), only other appenders.
-    locked = session.execute(
-        select(Workspace.id).where(Workspace.id == workspace_id).with_for_update(key_share=True)
-    ).scalar_one_or_none()
-    if locked is None:
+    found, last = _lock_chain(session, workspace_id)
+    if not found:
         raise LookupError(f"workspace {workspace_id} does not exist")
-    last = session.execute(
-        select(Transition.seq, Transition.hash)
-        .where(Transition.workspace_id == workspace_id)
-        .order_by(Transition.seq.desc())
-        .limit(1)
-    ).first()
-    seq = 1 if last is None else int(last.seq) + 1
-    prev_hash = GENESIS_HASH if last is None else str(last.hash)
+    seq = 1 if last is None else last[0] + 1
+    prev_hash = GENESIS_HASH if last is None else last[1]
     # Store what is hashed: microsecond UTC, the precision both backends keep.
     created_at = now.astimezone(UTC)
     row = Transition(

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine, bindparam, func, select, update
 from sqlalchemy.orm import Session, load_only
 
 from shared.contract_cache import cached_contract_for
@@ -98,27 +98,6 @@ def latest_observations(session: Session, operation_id: str) -> list[Observation
     return [_obs(row) for row in _latest_rows(session, operation_id)]
 
 
-def _latest_rows(session: Session, operation_id: str) -> list[ObservationRow]:
-    newest = (
-        select(ObservationRow.channel, func.max(ObservationRow.observed_at).label("at"))
-        .where(ObservationRow.operation_id == operation_id)
-        .group_by(ObservationRow.channel)
-        .subquery()
-    )
-    rows = session.execute(
-        select(ObservationRow)
-        .options(load_only(*_OBS_COLUMNS))
-        .join(
-            newest,
-            (ObservationRow.channel == newest.c.channel)
-            & (ObservationRow.observed_at == newest.c.at),
-        )
-        .where(ObservationRow.operation_id == operation_id)
-        .order_by(ObservationRow.id)
-    ).scalars()
-    return list(rows)
-
-
 _OBS_COLUMNS = (
     ObservationRow.channel,
     ObservationRow.observed_at,
@@ -128,6 +107,29 @@ _OBS_COLUMNS = (
     ObservationRow.digest,
     ObservationRow.fence,
 )
+
+# Built once: constructing this statement and its cache key costs more than running it.
+_NEWEST = (
+    select(ObservationRow.channel, func.max(ObservationRow.observed_at).label("at"))
+    .where(ObservationRow.operation_id == bindparam("operation_id"))
+    .group_by(ObservationRow.channel)
+    .subquery()
+)
+_LATEST_ROWS = (
+    select(ObservationRow)
+    .options(load_only(*_OBS_COLUMNS))
+    .join(
+        _NEWEST,
+        (ObservationRow.channel == _NEWEST.c.channel)
+        & (ObservationRow.observed_at == _NEWEST.c.at),
+    )
+    .where(ObservationRow.operation_id == bindparam("operation_id"))
+    .order_by(ObservationRow.id)
+)
+
+
+def _latest_rows(session: Session, operation_id: str) -> list[ObservationRow]:
+    return list(session.execute(_LATEST_ROWS, {"operation_id": operation_id}).scalars())
 
 
 def _fence_observed_at(

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from services.observer.readings import Reading, digest_of
@@ -46,6 +46,41 @@ def known_key_values(op: Operation, correlation: dict[str, Any]) -> set[str]:
     return values
 
 
+# Built once: constructing this statement and its cache key costs more than running it.
+_CANDIDATE_EVENTS = (
+    select(
+        Event.event_id,
+        Event.type,
+        Event.provider_timestamp,
+        Event.body,
+        Event.api_version,
+        Event.received_at,
+        Event.duplicates,
+    )
+    .where(
+        Event.workspace_id == bindparam("workspace_id"),
+        Event.provider == bindparam("provider"),
+        Event.type.in_(bindparam("types", expanding=True)),
+        or_(
+            Event.id.in_(
+                select(OperationEvent.event_pk).where(
+                    OperationEvent.operation_id == bindparam("operation_id")
+                )
+            ),
+            Event.id.in_(
+                select(EventKey.event_pk).where(
+                    EventKey.workspace_id == bindparam("workspace_id"),
+                    EventKey.provider == bindparam("provider"),
+                    EventKey.value.in_(bindparam("values", expanding=True)),
+                )
+            ),
+        ),
+    )
+    .order_by(Event.provider_timestamp.desc(), Event.event_id.desc())
+    .limit(MAX_EVENTS)
+)
+
+
 def load_events(
     session: Session,
     op: Operation,
@@ -55,33 +90,14 @@ def load_events(
     key_values: Iterable[str],
 ) -> list[EventRecord]:
     """Candidate events of ``op`` for one channel, as the core's :class:`EventRecord`."""
-    types = sorted(set(event_types))
-    values = sorted(set(key_values))
-    linked = select(OperationEvent.event_pk).where(OperationEvent.operation_id == op.id)
-    keyed = select(EventKey.event_pk).where(
-        EventKey.workspace_id == op.workspace_id,
-        EventKey.provider == provider,
-        EventKey.value.in_(values),
-    )
-    rows = session.execute(
-        select(
-            Event.event_id,
-            Event.type,
-            Event.provider_timestamp,
-            Event.body,
-            Event.api_version,
-            Event.received_at,
-            Event.duplicates,
-        )
-        .where(
-            Event.workspace_id == op.workspace_id,
-            Event.provider == provider,
-            Event.type.in_(types),
-            or_(Event.id.in_(linked), Event.id.in_(keyed)),
-        )
-        .order_by(Event.provider_timestamp.desc(), Event.event_id.desc())
-        .limit(MAX_EVENTS)
-    ).all()
+    params = {
+        "operation_id": op.id,
+        "workspace_id": op.workspace_id,
+        "provider": provider,
+        "types": sorted(set(event_types)),
+        "values": sorted(set(key_values)),
+    }
+    rows = session.execute(_CANDIDATE_EVENTS, params).all()
     return [
         EventRecord(
             event_id=row.event_id,

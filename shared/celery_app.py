@@ -1,8 +1,11 @@
 """The Celery application every Provely process shares: queues, task names, broker settings.
 
-Two tasks, each on its own queue so each service scales on its own:
+Three tasks, each on its own queue so each service scales on its own:
 
 - ``provely.observe`` (queue ``observe``): read every channel of one operation for one fence;
+- ``provely.correlate`` (queue ``correlate``, served by the observer too): link the webhook
+  events the intake stored with the operations they name, and wake those (no arguments: one
+  run takes every pending event);
 - ``provely.evaluate`` (queue ``verdict``): decide the operation and schedule what comes next.
 
 Messages only wake workers; PostgreSQL is the record. Every scheduled observation also lives in
@@ -34,6 +37,8 @@ from kombu.transport import sqlalchemy as kombu_sqla
 from shared.settings import Settings, get_settings
 
 __all__ = [
+    "CORRELATE_QUEUE",
+    "CORRELATE_TASK",
     "EMBEDDED_POLLING_INTERVAL_S",
     "EVALUATE_TASK",
     "MAX_COUNTDOWN_S",
@@ -48,8 +53,10 @@ __all__ = [
 ]
 
 OBSERVE_TASK = "provely.observe"
+CORRELATE_TASK = "provely.correlate"
 EVALUATE_TASK = "provely.evaluate"
 OBSERVE_QUEUE = "observe"
+CORRELATE_QUEUE = "correlate"
 VERDICT_QUEUE = "verdict"
 
 EMBEDDED_POLLING_INTERVAL_S = 0.1
@@ -147,9 +154,10 @@ def _create_app() -> Celery:
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,
         task_default_queue=OBSERVE_QUEUE,
-        task_queues=(Queue(OBSERVE_QUEUE), Queue(VERDICT_QUEUE)),
+        task_queues=(Queue(OBSERVE_QUEUE), Queue(CORRELATE_QUEUE), Queue(VERDICT_QUEUE)),
         task_routes={
             OBSERVE_TASK: {"queue": OBSERVE_QUEUE},
+            CORRELATE_TASK: {"queue": CORRELATE_QUEUE},
             EVALUATE_TASK: {"queue": VERDICT_QUEUE},
         },
         task_create_missing_queues=False,

@@ -68,8 +68,10 @@ __all__ = [
     "MalformedEvent",
     "ParsedEvent",
     "contract_of",
+    "correlate_backlog",
     "correlate_event",
     "correlate_pending_events",
+    "correlate_stored",
     "event_providers",
     "event_record",
     "event_shape_for",
@@ -79,6 +81,7 @@ __all__ = [
     "parse_event",
     "register_late_event_hook",
     "store_event",
+    "store_many",
     "wake_operations",
 ]
 
@@ -381,9 +384,11 @@ _PG_STORE = text(
     """
     WITH inserted AS (
         INSERT INTO events (workspace_id, provider, event_id, type, provider_timestamp,
-                            api_version, object_id, body, raw, digest, duplicates, received_at)
+                            api_version, object_id, idempotency_key, body, raw, digest,
+                            duplicates, received_at)
         VALUES (:workspace_id, :provider, :event_id, :type, :provider_timestamp,
-                :api_version, :object_id, CAST(:body AS JSON), :raw, :digest, 0, :received_at)
+                :api_version, :object_id, :idempotency_key, CAST(:body AS JSON), :raw, :digest,
+                0, :received_at)
         ON CONFLICT (workspace_id, provider, event_id) DO NOTHING
         RETURNING id
     ), keyed AS (
@@ -406,7 +411,8 @@ def store_event(
     raw: bytes,
     now: datetime,
 ) -> int | None:
-    """Insert the event once; return its row id, or None when it was already stored.
+    """Insert the event once, not yet correlated; return its row id, or None when it was
+    already stored.
 
     A repeat writes nothing but ``duplicates = duplicates + 1`` on the stored row.
     """
@@ -420,6 +426,7 @@ def store_event(
             provider_timestamp=event.provider_timestamp,
             api_version=event.api_version,
             object_id=event.object_id,
+            idempotency_key=event.idempotency_key,
             body=event.body,
             raw=raw,
             digest=hashlib.sha256(raw).hexdigest(),
@@ -442,6 +449,7 @@ def store_event(
                 "provider_timestamp": event.provider_timestamp,
                 "api_version": event.api_version,
                 "object_id": event.object_id,
+                "idempotency_key": event.idempotency_key,
                 "body": json.dumps(event.body, separators=(",", ":")),
                 "raw": raw,
                 "digest": hashlib.sha256(raw).hexdigest(),
@@ -940,12 +948,13 @@ def ingest_event(
     )
     result.event_pk = event_pk
     result.wakes = wake_operations(session, result.to_wake, now)
+    _mark_correlated(session, [event_pk], now)
     return result
 
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    """One verified, parsed delivery for :func:`ingest_many`."""
+    """One verified, parsed delivery for :func:`store_many` / :func:`ingest_many`."""
 
     workspace_id: str
     provider: str
@@ -957,13 +966,14 @@ class Delivery:
 _PG_STORE_MANY = text(
     """
     INSERT INTO events (workspace_id, provider, event_id, type, provider_timestamp,
-                        api_version, object_id, body, raw, digest, duplicates, received_at)
-    SELECT ws, prov, eid, typ, ts, api, obj, CAST(body AS JSON), raw, digest, 0, recv
+                        api_version, object_id, idempotency_key, body, raw, digest, duplicates,
+                        received_at)
+    SELECT ws, prov, eid, typ, ts, api, obj, idem, CAST(body AS JSON), raw, digest, 0, recv
     FROM unnest(CAST(:ws AS TEXT[]), CAST(:prov AS TEXT[]), CAST(:eid AS TEXT[]),
                 CAST(:typ AS TEXT[]), CAST(:ts AS TIMESTAMPTZ[]), CAST(:api AS TEXT[]),
-                CAST(:obj AS TEXT[]), CAST(:body AS TEXT[]), CAST(:raw AS BYTEA[]),
-                CAST(:digest AS TEXT[]), CAST(:recv AS TIMESTAMPTZ[]))
-         AS t(ws, prov, eid, typ, ts, api, obj, body, raw, digest, recv)
+                CAST(:obj AS TEXT[]), CAST(:idem AS TEXT[]), CAST(:body AS TEXT[]),
+                CAST(:raw AS BYTEA[]), CAST(:digest AS TEXT[]), CAST(:recv AS TIMESTAMPTZ[]))
+         AS t(ws, prov, eid, typ, ts, api, obj, idem, body, raw, digest, recv)
     ORDER BY ws, prov, eid
     ON CONFLICT (workspace_id, provider, event_id) DO NOTHING
     RETURNING id, workspace_id, provider, event_id
@@ -993,6 +1003,17 @@ _PG_LINKS_MANY = text(
                          CAST(:strategy AS TEXT[]), CAST(:assurance AS TEXT[]),
                          CAST(:at AS TIMESTAMPTZ[]))
     ON CONFLICT (operation_id, event_pk) DO NOTHING
+    RETURNING operation_id, event_pk
+    """
+)
+_PG_UPGRADE_MANY = text(
+    """
+    UPDATE operation_events SET strategy = u.strategy, assurance = 'strong'
+    FROM unnest(CAST(:op AS TEXT[]), CAST(:pk AS BIGINT[]), CAST(:strategy AS TEXT[]))
+         AS u(op, pk, strategy)
+    WHERE operation_events.operation_id = u.op AND operation_events.event_pk = u.pk
+      AND operation_events.assurance = 'weak'
+    RETURNING operation_events.operation_id, operation_events.event_pk
     """
 )
 
@@ -1021,20 +1042,44 @@ def _wake_many(
     return sorted((str(op_id), int(fence)) for op_id, fence in rows)
 
 
-def ingest_many(session: Session, deliveries: Sequence[Delivery]) -> list[IntakeResult]:
-    """:func:`ingest_event` for several deliveries in one transaction (group commit).
+def _mark_correlated(session: Session, event_pks: Sequence[int], now: datetime) -> None:
+    if event_pks:
+        session.execute(
+            update(Event)
+            .where(Event.id.in_(sorted(set(event_pks))))
+            .values(correlated_at=now)
+            .execution_options(synchronize_session=False)
+        )
 
-    On PostgreSQL a handful of set-based statements serve the whole batch: one insert of the
-    events, one of their keys, one duplicate-counter update, one candidate query, one link
-    insert and one wake update. An event that may teach an operation its subject id (an
-    idempotency-key match on an operation without one) takes the one-by-one path, in the same
-    transaction. Same results as calling :func:`ingest_event` for each delivery in turn.
+
+def ingest_many(session: Session, deliveries: Sequence[Delivery]) -> list[IntakeResult]:
+    """:func:`ingest_event` for several deliveries in one transaction (group commit):
+    :func:`store_many`, then :func:`correlate_stored` for the events that are new.
+
+    Same results as calling :func:`ingest_event` for each delivery in turn.
+    """
+    results = store_many(session, deliveries)
+    fresh = [(d, r) for d, r in zip(deliveries, results, strict=True) if r.event_pk is not None]
+    if fresh:
+        correlate_stored(session, fresh, now=max(d.now for d in deliveries))
+    return results
+
+
+def store_many(session: Session, deliveries: Sequence[Delivery]) -> list[IntakeResult]:
+    """Store the deliveries' events once each, with their keys, not yet correlated.
+
+    On PostgreSQL three set-based statements serve the whole batch (the events, their keys, the
+    duplicate counters). A repeat — of a stored event, or of an event earlier in the batch —
+    only moves the stored row's duplicate counter and gets ``duplicate=True``. Nothing is
+    linked or woken: :func:`correlate_stored` (inline) or :func:`correlate_backlog` (a worker,
+    after commit) does that.
     """
     if not deliveries:
         return []
     if session.get_bind().dialect.name != "postgresql":
-        return [
-            ingest_event(
+        results: list[IntakeResult] = []
+        for d in deliveries:
+            pk = store_event(
                 session,
                 workspace_id=d.workspace_id,
                 provider=d.provider,
@@ -1042,10 +1087,9 @@ def ingest_many(session: Session, deliveries: Sequence[Delivery]) -> list[Intake
                 raw=d.raw,
                 now=d.now,
             )
-            for d in deliveries
-        ]
-    now = max(d.now for d in deliveries)
-    # 1. the events, once each (the first delivery of a key in the batch is the one stored)
+            results.append(IntakeResult(event_pk=pk, duplicate=pk is None))
+        return results
+    # the first delivery of a key in the batch is the one stored
     first: dict[tuple[str, str, str], int] = {}
     for index, d in enumerate(deliveries):
         first.setdefault((d.workspace_id, d.provider, d.event.event_id), index)
@@ -1060,6 +1104,7 @@ def ingest_many(session: Session, deliveries: Sequence[Delivery]) -> list[Intake
             "ts": [d.event.provider_timestamp for d in new],
             "api": [d.event.api_version for d in new],
             "obj": [d.event.object_id for d in new],
+            "idem": [d.event.idempotency_key for d in new],
             "body": [json.dumps(d.event.body, separators=(",", ":")) for d in new],
             "raw": [d.raw for d in new],
             "digest": [hashlib.sha256(d.raw).hexdigest() for d in new],
@@ -1067,7 +1112,7 @@ def ingest_many(session: Session, deliveries: Sequence[Delivery]) -> list[Intake
         },
     ).all()
     stored = {(ws, prov, eid): int(pk) for pk, ws, prov, eid in rows}
-    results: list[IntakeResult] = []
+    results = []
     repeats: dict[tuple[str, str, str], int] = {}
     for index, d in enumerate(deliveries):
         key = (d.workspace_id, d.provider, d.event.event_id)
@@ -1087,10 +1132,10 @@ def ingest_many(session: Session, deliveries: Sequence[Delivery]) -> list[Intake
                 "n": [repeats[k] for k in keys],
             },
         )
-    fresh = [(d, r) for d, r in zip(deliveries, results, strict=True) if r.event_pk is not None]
     key_rows = [
         (r.event_pk, d.workspace_id, d.provider, name, value)
-        for d, r in fresh
+        for d, r in zip(deliveries, results, strict=True)
+        if r.event_pk is not None
         for name, value in sorted(d.event.keys.items())
     ]
     if key_rows:
@@ -1104,21 +1149,36 @@ def ingest_many(session: Session, deliveries: Sequence[Delivery]) -> list[Intake
                 "value": [k[4] for k in key_rows],
             },
         )
-    # 2. one candidate query for every new event
+    return results
+
+
+@dataclass(slots=True)
+class _Candidate:
+    """An operation that may correlate, with what matching reads of it computed once."""
+
+    op: Operation
+    contract: Contract
+    providers: frozenset[str]
+    idempotency: str | None
+    subjects: set[str]
+    fingerprint: dict[str, str] | None
+
+
+def _candidates(
+    session: Session, pending: Sequence[tuple[Delivery, IntakeResult]]
+) -> list[_Candidate]:
+    """One query for the operations any of the pending events may correlate with."""
     conditions: list[Any] = []
-    objects = sorted({d.event.object_id for d, _ in fresh if d.event.object_id})
-    idems = sorted({d.event.idempotency_key for d, _ in fresh if d.event.idempotency_key})
+    objects = sorted({d.event.object_id for d, _ in pending if d.event.object_id})
+    idems = sorted({d.event.idempotency_key for d, _ in pending if d.event.idempotency_key})
     if objects:
         conditions.append(Operation.subject_id.in_(objects))
     if idems:
         conditions.append(Operation.id.in_(idems))
     probes: dict[str, set[str]] = {}
-    fingerprinted: dict[int, bool] = {}
-    for d, r in fresh:
+    for d, _ in pending:
         names = fingerprint_key_names(d.provider)
-        ok = bool(names) and names <= set(d.event.keys)
-        fingerprinted[id(r)] = ok
-        if ok:
+        if names and names <= set(d.event.keys):
             probe = min(names, key=lambda n: (d.event.keys[n].lstrip("-").isdigit(), n))
             probes.setdefault(probe, set()).add(d.event.keys[probe])
     for probe, probe_values in sorted(probes.items()):
@@ -1129,74 +1189,156 @@ def ingest_many(session: Session, deliveries: Sequence[Delivery]) -> list[Intake
                 Operation.input[probe].as_string().in_(sorted(probe_values)),
             )
         )
-    candidates: list[Operation] = []
-    if conditions:
-        candidates = list(
-            session.execute(
-                select(Operation)
-                .options(load_only(*_CORRELATION_COLUMNS))
-                .where(
-                    Operation.workspace_id.in_(sorted({d.workspace_id for d, _ in fresh})),
-                    or_(*conditions),
-                )
-                .order_by(Operation.id)
-            ).scalars()
+    if not conditions:
+        return []
+    found: list[_Candidate] = []
+    for op in session.execute(
+        select(Operation)
+        .options(load_only(*_CORRELATION_COLUMNS))
+        .where(
+            Operation.workspace_id.in_(sorted({d.workspace_id for d, _ in pending})),
+            or_(*conditions),
         )
-    contracts = {op.id: contract_of(session, op) for op in candidates}
-    # 3. match in memory; an event that may teach a subject id goes one by one
+        .order_by(Operation.id)
+    ).scalars():
+        contract = contract_of(session, op)
+        if contract is None:
+            continue
+        found.append(
+            _Candidate(
+                op=op,
+                contract=contract,
+                providers=event_providers(contract),
+                idempotency=_idempotency_value(contract, op),
+                subjects=_subject_values(op, contract),
+                fingerprint=_fingerprint(contract, op)
+                if op.subject_id is None and not op.final
+                else None,
+            )
+        )
+    return found
+
+
+def correlate_stored(
+    session: Session, pending: Sequence[tuple[Delivery, IntakeResult]], *, now: datetime
+) -> None:
+    """Correlate stored, not yet correlated events (each with the result its storing gave),
+    wake the open operations they strongly correlate with, and mark them correlated.
+
+    Fills each result's ``links``, ``learned`` and ``wakes``; the caller commits, then
+    dispatches the wakes. On PostgreSQL one candidate query, one link insert and one wake
+    update serve the whole batch; an event that may teach an operation its subject id (an
+    idempotency-key match on an operation without one) is correlated on its own, in the same
+    transaction. Same links as :func:`correlate_event` for each event in turn.
+    """
+    if not pending:
+        return
+    if session.get_bind().dialect.name != "postgresql":
+        for d, r in pending:
+            assert r.event_pk is not None
+            correlate_event(
+                session,
+                event_pk=r.event_pk,
+                workspace_id=d.workspace_id,
+                provider=d.provider,
+                event=d.event,
+                now=now,
+                result=r,
+            )
+        woken = dict(wake_operations(session, {op for _, r in pending for op in r.to_wake}, now))
+        for _, r in pending:
+            r.wakes = [(op, woken[op]) for op in r.to_wake if op in woken]
+        _mark_correlated(session, [r.event_pk for _, r in pending if r.event_pk is not None], now)
+        return
+    candidates = _candidates(session, pending)
+    # Indexes of the candidates by what an event can match them on (no event scans them all).
+    by_idempotency: dict[tuple[str, str], list[_Candidate]] = {}
+    by_subject: dict[tuple[str, str], list[_Candidate]] = {}
+    weak_by_print: dict[tuple[str, tuple[tuple[str, str], ...]], list[_Candidate]] = {}
+    print_names: set[tuple[str, ...]] = set()
+    for c in candidates:
+        ws = c.op.workspace_id
+        if c.idempotency is not None:
+            by_idempotency.setdefault((ws, c.idempotency), []).append(c)
+        for value in c.subjects:
+            by_subject.setdefault((ws, value), []).append(c)
+        if c.fingerprint:
+            items = tuple(sorted(c.fingerprint.items()))
+            weak_by_print.setdefault((ws, items), []).append(c)
+            print_names.add(tuple(name for name, _ in items))
     links: list[tuple[Operation, int, str, str, IntakeResult]] = []
     slow: list[tuple[Delivery, IntakeResult]] = []
-    for d, r in fresh:
-        event, pk = d.event, r.event_pk
+    for d, r in pending:
+        event, pk, ws = d.event, r.event_pk, d.workspace_id
         assert pk is not None
-        mine = [op for op in candidates if op.workspace_id == d.workspace_id]
+        strong: dict[str, _Candidate] = {}
+        if event.idempotency_key is not None:
+            strong.update((c.op.id, c) for c in by_idempotency.get((ws, event.idempotency_key), ()))
+        if event.object_id is not None:
+            strong.update((c.op.id, c) for c in by_subject.get((ws, event.object_id), ()))
         matches: list[tuple[Operation, str, str]] = []
-        weak: list[tuple[Operation, Contract]] = []
         learns = False
-        for op in mine:
-            contract = contracts[op.id]
-            if contract is None or d.provider not in event_providers(contract):
+        for op_id in sorted(strong):
+            c = strong[op_id]
+            if d.provider not in c.providers:
                 continue
-            if event.idempotency_key is not None and event.idempotency_key == _idempotency_value(
-                contract, op
-            ):
+            if event.idempotency_key is not None and event.idempotency_key == c.idempotency:
                 if (
-                    op.subject_id is None
+                    c.op.subject_id is None
                     and event.object_id is not None
-                    and _of_subject_type(contract, event.type)
+                    and _of_subject_type(c.contract, event.type)
                 ):
                     learns = True
-                matches.append((op, "idempotency_key", STRONG))
-            elif event.object_id is not None and event.object_id in _subject_values(op, contract):
-                matches.append((op, "resource_id", STRONG))
-            elif fingerprinted[id(r)] and op.subject_id is None and not op.final:
-                weak.append((op, contract))
+                matches.append((c.op, "idempotency_key", STRONG))
+            else:
+                matches.append((c.op, "resource_id", STRONG))
         if learns:
             slow.append((d, r))
             continue
-        strong_ids = {op.id for op, _, _ in matches}
-        for op, contract in weak:
-            fingerprint = _fingerprint(contract, op)
-            if (
-                op.id not in strong_ids
-                and fingerprint
-                and all(event.keys.get(k) == v for k, v in fingerprint.items())
-            ):
-                matches.append((op, "fingerprint", WEAK))
+        names = fingerprint_key_names(d.provider)
+        if names and names <= set(event.keys):
+            weak: dict[str, _Candidate] = {}
+            for print_of in print_names:
+                if all(name in event.keys for name in print_of):
+                    items = tuple((name, event.keys[name]) for name in print_of)
+                    weak.update((c.op.id, c) for c in weak_by_print.get((ws, items), ()))
+            for op_id in sorted(weak):
+                c = weak[op_id]
+                if op_id not in strong and d.provider in c.providers:
+                    matches.append((c.op, "fingerprint", WEAK))
         links.extend((op, pk, strategy, assurance, r) for op, strategy, assurance in matches)
     if links:
-        session.execute(
-            _PG_LINKS_MANY,
-            {
-                "op": [op.id for op, *_ in links],
-                "pk": [pk for _, pk, *_ in links],
-                "ws": [op.workspace_id for op, *_ in links],
-                "strategy": [strategy for _, _, strategy, _, _ in links],
-                "assurance": [assurance for _, _, _, assurance, _ in links],
-                "at": [now for _ in links],
-            },
-        )
+        params = {
+            "op": [op.id for op, *_ in links],
+            "pk": [pk for _, pk, *_ in links],
+            "ws": [op.workspace_id for op, *_ in links],
+            "strategy": [strategy for _, _, strategy, _, _ in links],
+            "assurance": [assurance for _, _, _, assurance, _ in links],
+            "at": [now for _ in links],
+        }
+        written = {(str(o), int(p)) for o, p in session.execute(_PG_LINKS_MANY, params).all()}
+        # An event linked before (from the operation's side): a strong match upgrades a weak
+        # link; anything else was there already and wakes nothing.
+        again = [
+            (op, pk, strategy)
+            for op, pk, strategy, assurance, _ in links
+            if assurance == STRONG and (op.id, pk) not in written
+        ]
+        if again:
+            written |= {
+                (str(o), int(p))
+                for o, p in session.execute(
+                    _PG_UPGRADE_MANY,
+                    {
+                        "op": [op.id for op, _, _ in again],
+                        "pk": [pk for _, pk, _ in again],
+                        "strategy": [strategy for _, _, strategy in again],
+                    },
+                ).all()
+            }
         for op, pk, strategy, assurance, r in links:
+            if (op.id, pk) not in written:
+                continue
             r.links.append(Link(op.id, pk, strategy, assurance, op.final))
             if op.final and _late_hooks:
                 row = session.get(Event, pk)
@@ -1211,14 +1353,67 @@ def ingest_many(session: Session, deliveries: Sequence[Delivery]) -> list[Intake
             workspace_id=d.workspace_id,
             provider=d.provider,
             event=d.event,
-            now=d.now,
+            now=now,
             result=r,
         )
-    # 4. one wake for all
-    wakes = dict(_wake_many(session, {op for r in results for op in r.to_wake}, now))
-    for r in results:
-        r.wakes = [(op, wakes[op]) for op in r.to_wake if op in wakes]
-    return results
+    woken = dict(_wake_many(session, {op for _, r in pending for op in r.to_wake}, now))
+    for _, r in pending:
+        r.wakes = [(op, woken[op]) for op in r.to_wake if op in woken]
+    _mark_correlated(session, [r.event_pk for _, r in pending if r.event_pk is not None], now)
+
+
+def correlate_backlog(
+    session: Session,
+    *,
+    now: datetime,
+    limit: int = 256,
+    received_before: datetime | None = None,
+) -> list[IntakeResult]:
+    """Claim up to ``limit`` stored events that no correlator has matched yet (oldest first;
+    only those received before ``received_before`` when given) and :func:`correlate_stored`
+    them. On PostgreSQL the rows are claimed with ``FOR UPDATE SKIP LOCKED``, so correlators
+    running at once never take the same event. The caller commits, then dispatches the wakes.
+    """
+    query = select(Event).where(Event.correlated_at.is_(None))
+    if received_before is not None:
+        query = query.where(Event.received_at < received_before)
+    query = query.order_by(Event.id).limit(limit)
+    if session.get_bind().dialect.name == "postgresql":
+        query = query.with_for_update(skip_locked=True)
+    rows = list(session.execute(query).scalars())
+    if not rows:
+        return []
+    keys: dict[int, dict[str, str]] = {}
+    for pk, name, value in session.execute(
+        select(EventKey.event_pk, EventKey.name, EventKey.value).where(
+            EventKey.event_pk.in_([row.id for row in rows])
+        )
+    ):
+        keys.setdefault(int(pk), {})[name] = value
+    pending = [
+        (
+            Delivery(
+                row.workspace_id,
+                row.provider,
+                ParsedEvent(
+                    event_id=row.event_id,
+                    type=row.type,
+                    provider_timestamp=row.provider_timestamp,
+                    body=row.body,
+                    api_version=row.api_version,
+                    object_id=row.object_id,
+                    idempotency_key=row.idempotency_key,
+                    keys=keys.get(row.id, {}),
+                ),
+                row.raw,
+                row.received_at,
+            ),
+            IntakeResult(event_pk=row.id, duplicate=False),
+        )
+        for row in rows
+    ]
+    correlate_stored(session, pending, now=now)
+    return [r for _, r in pending]
 
 
 # ------------------------------------------------------------------------------ for readers

@@ -2,10 +2,13 @@
 
 - ``ingress``: the HTTP API and webhook intake under uvicorn (``--workers`` processes);
   ``/metrics`` is served by the app itself.
-- ``observer`` / ``verdict``: Celery workers consuming only their own queue (``observe`` /
-  ``verdict``), so each scales on its own. ``--metrics-port`` (or ``PROVELY_METRICS_PORT``)
-  serves the worker's Prometheus metrics, aggregated over its pool processes.
-- ``sweeper``: the loop that re-sends overdue observations and applies deadlines.
+- ``observer`` / ``verdict``: Celery workers consuming only their own queues (``observe`` and
+  ``correlate`` / ``verdict``), so each scales on its own; ``observer --queues correlate`` runs
+  a worker that only correlates webhook events. ``--metrics-port`` (or
+  ``PROVELY_METRICS_PORT``) serves the worker's Prometheus metrics, aggregated over its pool
+  processes.
+- ``sweeper``: the loop that re-sends overdue observations, applies deadlines and correlates
+  webhook events whose message was lost.
 
 Shutdown: SIGTERM (or Ctrl-C) is graceful everywhere. uvicorn stops accepting and finishes the
 requests in flight; a Celery worker performs a warm shutdown — it finishes the tasks it runs,
@@ -198,9 +201,27 @@ def _check_pool(pool: str) -> str:
     return pool
 
 
+_OBSERVER_QUEUES = ("observe", "correlate")
+
+
+def _observer_queues(value: str) -> str:
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(_OBSERVER_QUEUES))
+    if not names or unknown:
+        raise _fail(
+            f"--queues takes {' and/or '.join(_OBSERVER_QUEUES)}, comma-separated (got {value!r})"
+        )
+    return ",".join(dict.fromkeys(names))
+
+
 @group.command("observer")
 def observer(
     concurrency: int = typer.Option(2, "--concurrency", min=1, help="Tasks run at once."),
+    queues: str = typer.Option(
+        "observe,correlate",
+        "--queues",
+        help="observe (readbacks) and/or correlate (webhook events), comma-separated.",
+    ),
     pool: str = typer.Option("prefork", "--pool", help="prefork | threads | solo."),
     metrics_port: int | None = typer.Option(
         None, "--metrics-port", help="Prometheus port (default: PROVELY_METRICS_PORT)."
@@ -209,9 +230,10 @@ def observer(
         None, "--max-tasks-per-child", min=1, help="Recycle a pool process after N tasks."
     ),
 ) -> None:
-    """Celery worker for the ``observe`` queue: reads the provider's channels."""
+    """Celery worker for the ``observe`` and ``correlate`` queues: reads the provider's
+    channels, and links stored webhook events with their operations."""
     _run_worker(
-        "observe",
+        _observer_queues(queues),
         "observer",
         concurrency=concurrency,
         pool=_check_pool(pool),

@@ -2,9 +2,15 @@
 
 The route reads like the house rule: read the raw body (bounded while reading) → load the
 workspace's connection → verify the signature on the exact bytes → parse by the skill's event
-shape → store once, correlate, wake (``shared.intake``) → commit → dispatch the wakes → 200.
-Deliveries that arrive while earlier ones are being written share one transaction (group
-commit, :class:`_Batcher`); each is answered only after that transaction commits.
+shape → store once with its keys, marked not yet correlated (``shared.intake.store_many``) →
+commit → one ``provely.correlate`` message → 200. Deliveries that arrive while earlier ones are
+being written share one transaction (group commit, :class:`_Batcher`); each is answered only
+after that transaction commits.
+
+Correlating the stored events with operations and waking those is an observer's work
+(``services.observer.correlate``), after the answer: the provider waits only for the durable
+insert. The marker is in PostgreSQL, so a lost message loses nothing (the sweeper correlates
+what is still pending after its grace).
 
 Answers (RFC 9457 problem+json for every refusal):
 
@@ -46,8 +52,8 @@ from shared.intake import (
     MalformedEvent,
     event_shape_for,
     fingerprint_key_names,
-    ingest_many,
     parse_event,
+    store_many,
 )
 from shared.secrets import SecretError
 from shared.settings import Settings, get_settings
@@ -204,8 +210,9 @@ _Answer = _Outcome | BaseException
 
 def _ingest_batch(engine: Engine, settings: Settings, items: list[_Item]) -> list[_Answer]:
     """Runs in a worker thread: the deliveries that arrived together share one transaction,
-    committed before any wake is sent and before any of them is answered. Refused deliveries
-    write nothing. When the shared transaction fails, each delivery is retried on its own."""
+    committed before the correlation is asked for and before any of them is answered. Refused
+    deliveries write nothing. When the shared transaction fails, each delivery is retried on
+    its own."""
     from shared.db.session import session_scope
 
     answers: list[_Answer | None] = [None] * len(items)
@@ -218,7 +225,7 @@ def _ingest_batch(engine: Engine, settings: Settings, items: list[_Item]) -> lis
                     accepted.append((index, _verified(session, settings, item, connections)))
                 except (_NotFound, SignatureError, MalformedEvent, SecretError) as refused:
                     answers[index] = refused
-            results = ingest_many(session, [d for _, d in accepted])
+            results = store_many(session, [d for _, d in accepted])
     except Exception:
         if len(items) == 1:
             raise
@@ -226,7 +233,8 @@ def _ingest_batch(engine: Engine, settings: Settings, items: list[_Item]) -> lis
         return [_ingest_one(engine, settings, item) for item in items]
     for (index, delivery), result in zip(accepted, results, strict=True):
         answers[index] = _Outcome(delivery.event.event_id, result)
-    _dispatch(results)
+    if any(r.event_pk is not None for r in results):
+        _request_correlation()
     return [a if a is not None else RuntimeError("no answer") for a in answers]
 
 
@@ -237,11 +245,15 @@ def _ingest_one(engine: Engine, settings: Settings, item: _Item) -> _Answer:
         return exc
 
 
-def _dispatch(results: list[IntakeResult]) -> None:
-    from shared.scheduling import dispatch_observe
+def _request_correlation() -> None:
+    """One ``provely.correlate`` message for the events a batch stored (after its commit).
+    Never fails the deliveries: with the broker down, the sweeper correlates them later."""
+    from shared.celery_app import CORRELATE_TASK, send
 
-    for operation_id, fence in sorted({w for r in results for w in r.wakes}):
-        dispatch_observe(operation_id, fence, countdown_s=0)
+    try:
+        send(CORRELATE_TASK, [])
+    except Exception:
+        log.warning("webhook intake: correlate message not sent", exc_info=True)
 
 
 MAX_BATCH = 64

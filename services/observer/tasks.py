@@ -1,21 +1,29 @@
-"""Celery task ``provely.observe`` (queue ``observe``): a thin adapter over :mod:`.observe`."""
+"""Celery tasks of the observer (queue ``observe``), thin adapters: ``provely.observe`` over
+:mod:`.observe`, ``provely.correlate`` over :mod:`.correlate`."""
 
 from __future__ import annotations
 
 from celery.signals import worker_process_init
 
+from services.observer.correlate import correlate_pending
 from services.observer.observe import default_observer, reset_default_observer
-from shared.celery_app import OBSERVE_TASK, app
-from shared.db.session import dispose_engines
+from shared.celery_app import CORRELATE_TASK, OBSERVE_TASK, app
+from shared.db.session import dispose_engines, get_engine
 from shared.warmup import preload, warm_up
 
-__all__ = ["observe"]
+__all__ = ["correlate", "observe"]
 
 
 @app.task(name=OBSERVE_TASK, ignore_result=True)
 def observe(operation_id: str, fence: int) -> str:
     """Read every channel of ``operation_id`` for ``fence`` (see ``services.observer.observe``)."""
     return default_observer().observe(str(operation_id), int(fence)).value
+
+
+@app.task(name=CORRELATE_TASK, ignore_result=True)
+def correlate() -> int:
+    """Correlate the stored webhook events that wait (``services.observer.correlate``)."""
+    return correlate_pending(get_engine())
 
 
 @worker_process_init.connect

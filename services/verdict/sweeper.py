@@ -13,7 +13,10 @@ Every ``sweeper_interval_seconds`` it claims rows with ``SELECT … FOR UPDATE S
 3. **applies the deadline** — an open operation past its deadline is evaluated right here (the
    contract's on-timeout verdict; an escalated one goes to HUMAN_REVIEW), with no task needed;
 4. **applies the action window** — an operation whose action was never reported by its
-   ``action_deadline`` (else creation + the workspace's or the settings' window) is EXPIRED.
+   ``action_deadline`` (else creation + the workspace's or the settings' window) is EXPIRED;
+5. **correlates stored webhook events that no correlator took** — events still marked
+   uncorrelated ``sweeper_grace_seconds`` after they were received (their ``provely.correlate``
+   message was lost) are linked and their operations woken right here.
 
 Messages are sent only after the claiming transaction commits.
 """
@@ -31,6 +34,7 @@ from sqlalchemy import Engine, and_, func, or_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import Select
 
+from services.observer.correlate import correlate_pending
 from services.verdict.evaluate import LostRace, Plan, dispatch, evaluate_in_session
 from shared.core.types import Decision, OperationState, Verdict
 from shared.db.models import Operation, Workspace
@@ -54,12 +58,13 @@ class SweepReport:
     sent_due: int = 0
     timed_out: int = 0
     expired: int = 0
+    correlated: int = 0
     errors: int = 0
     dispatches: list[tuple[str, int, float]] = field(default_factory=list)
 
     @property
     def total(self) -> int:
-        return self.resent + self.sent_due + self.timed_out + self.expired
+        return self.resent + self.sent_due + self.timed_out + self.expired + self.correlated
 
 
 def _resend_now(due: datetime, enqueued_at: datetime | None, now: datetime) -> bool:
@@ -95,6 +100,7 @@ class Sweeper:
         self._resend(report)
         self._deadlines(report)
         self._action_window(report)
+        self._correlate(report)
         return report
 
     # 1 + 2 ------------------------------------------------------------------------------
@@ -221,6 +227,25 @@ class Sweeper:
                     log.exception("action window of %s not applied", op.id)
                     report.errors += 1
 
+    # 5 ----------------------------------------------------------------------------------
+    def _correlate(self, report: SweepReport) -> None:
+        def send(op_id: str, fence: int, countdown: float) -> None:
+            self.send_observe(op_id, fence, countdown)
+            report.dispatches.append((op_id, fence, countdown))
+
+        try:
+            report.correlated += correlate_pending(
+                self.engine,
+                batch=self.batch,
+                max_rounds=4,
+                received_before=timedelta(seconds=self.settings.sweeper_grace_seconds),
+                clock=self.clock,
+                send_observe=send,
+            )
+        except Exception:
+            log.exception("pending events not correlated")
+            report.errors += 1
+
     def _shortest_window(self) -> timedelta:
         with session_scope(self.engine) as session:
             shortest = session.scalar(select(func.min(Workspace.action_window_seconds)))
@@ -292,11 +317,12 @@ def run_forever(
             report = sweeper.sweep_once()
             if report.total:
                 log.info(
-                    "sweep: %d re-sent, %d sent due, %d timed out, %d expired",
+                    "sweep: %d re-sent, %d sent due, %d timed out, %d expired, %d correlated",
                     report.resent,
                     report.sent_due,
                     report.timed_out,
                     report.expired,
+                    report.correlated,
                 )
         except Exception:
             log.exception("sweep failed; retrying next interval")

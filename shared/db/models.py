@@ -223,7 +223,17 @@ class Event(Base):
     """A verified provider event, stored once per (workspace, provider, event id)."""
 
     __tablename__ = "events"
-    __table_args__ = (UniqueConstraint("workspace_id", "provider", "event_id"),)
+    __table_args__ = (
+        UniqueConstraint("workspace_id", "provider", "event_id"),
+        # The correlation backlog: events stored by the intake that no correlator has matched
+        # with operations yet (small; the sweeper takes what no message brought to a worker).
+        Index(
+            "ix_events_uncorrelated",
+            "id",
+            postgresql_where=text("correlated_at IS NULL"),
+            sqlite_where=text("correlated_at IS NULL"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     workspace_id: Mapped[str] = mapped_column(String(40))
@@ -233,11 +243,14 @@ class Event(Base):
     provider_timestamp: Mapped[datetime] = mapped_column(UtcDateTime())
     api_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
     object_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
     body: Mapped[dict[str, Any]] = mapped_column(Json)
     raw: Mapped[bytes] = mapped_column(LargeBinary)
     digest: Mapped[str] = mapped_column(String(64))
     duplicates: Mapped[int] = mapped_column(Integer, default=0)
     received_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    # None until a correlator has matched the event with operations (and woken them).
+    correlated_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
 class EventKey(Base):

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from services.observer.correlate import correlate_pending
 from shared.core.events import reduce_events
 from shared.core.expressions import EvaluationContext
 from shared.db.models import Event, EventKey, Operation
@@ -33,8 +34,10 @@ pytestmark = pytest.mark.integration
 
 
 def deliver(client: TestClient, tenant: Tenant, body: bytes) -> None:
+    """Deliver, then do what the observer does with the intake's correlate message."""
     response = client.post(tenant.path, content=body, headers=signed(body))
     assert response.status_code == 200, response.text
+    correlate_pending(client.app.state.engine)  # type: ignore[attr-defined]
 
 
 def now_s() -> int:
@@ -64,9 +67,10 @@ def test_event_of_the_subject_links_strongly_and_wakes(
     assert after.fence == before.fence + 1
     assert after.next_observation_at is not None
     assert abs((after.next_observation_at - datetime.now(UTC)).total_seconds()) < 10
-    # the observe message for the new fence was sent after commit
+    # the correlator sent the observe message for the new fence after its commit
     assert queue.llen(key) == queued + 1
     message = json.loads(queue.lindex(key, 0))
+    assert message["headers"]["task"] == "provely.observe"
     assert message["headers"]["argsrepr"] == repr([op_id, after.fence])
 
 

@@ -11,6 +11,7 @@ from cryptography.fernet import Fernet
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from services.observer.correlate import correlate_pending
 from shared.settings import Settings
 
 from .conftest import (
@@ -104,6 +105,10 @@ def test_intake_on_sqlite(
         refused = client.post(tenant.path, content=bodies[0], headers=signed(bodies[0], "whsec_x"))
         assert refused.status_code == 400
     assert counts(sqlite_engine)[0] == 3
+    # stored, not correlated yet: that is the observer's work, after the answer
+    assert counts(sqlite_engine)[2] == 0
+    assert correlate_pending(sqlite_engine) == 3
+    assert correlate_pending(sqlite_engine) == 0
     assert links(sqlite_engine, known) == [("evt_a", "resource_id", "strong")]
     assert links(sqlite_engine, timed_out) == [("evt_b", "idempotency_key", "strong")]
     assert links(sqlite_engine, fingerprinted) == [("evt_c", "fingerprint", "weak")]

@@ -32,7 +32,8 @@ def test_delivery_is_late_acked_json_only_and_one_message_at_a_time() -> None:
     assert conf.worker_cancel_long_running_tasks_on_connection_loss is True
     assert conf.task_routes[OBSERVE_TASK] == {"queue": "observe"}
     assert conf.task_routes[EVALUATE_TASK] == {"queue": "verdict"}
-    assert {q.name for q in conf.task_queues} == {"observe", "verdict"}
+    assert conf.task_routes["provely.correlate"] == {"queue": "correlate"}
+    assert {q.name for q in conf.task_queues} == {"observe", "correlate", "verdict"}
 
 
 def test_redis_broker_gets_a_visibility_timeout(tmp_path: Path) -> None:

@@ -1,0 +1,239 @@
+"""The intake answers after the durable insert; correlation is the observer's, after the answer.
+
+The intake stores each event marked not yet correlated and sends one ``provely.correlate``
+message per committed batch; a correlator claims pending events with ``FOR UPDATE SKIP LOCKED``
+(so two never take the same), links and wakes; the sweeper correlates what a lost message left
+pending past its grace. The result equals correlating at intake time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from services.observer.correlate import correlate_pending
+from services.verdict.sweeper import Sweeper
+from shared.db.models import Event
+from shared.intake import correlate_backlog, correlate_pending_events, ingest_event, store_many
+from shared.settings import Settings
+
+from .conftest import (
+    QUEUE_PREFIX,
+    Tenant,
+    TestClient,
+    add_operation,
+    links,
+    load_operation,
+    refund,
+    signed,
+    stripe_event,
+)
+from .test_group_commit import delivery, scenario, snapshot
+
+pytestmark = pytest.mark.integration
+
+
+def pending(engine: Engine) -> list[str]:
+    with Session(engine) as session:
+        return sorted(
+            session.execute(select(Event.event_id).where(Event.correlated_at.is_(None))).scalars()
+        )
+
+
+def test_the_answer_comes_before_correlation_and_one_message_asks_for_it(
+    client: TestClient, tenant: Tenant, pg_engine: Engine, redis_url: str
+) -> None:
+    import redis
+
+    queue = redis.Redis.from_url(redis_url)
+    key = QUEUE_PREFIX + "correlate"
+    queued = queue.llen(key)
+    op_id = add_operation(pg_engine, tenant, subject_id="re_B1", action_result={"id": "re_B1"})
+    t = int(time.time())
+    body = stripe_event(
+        "evt_b1", "refund.updated", refund("re_B1", status="succeeded", created=t), created=t
+    )
+    assert client.post(tenant.path, content=body, headers=signed(body)).status_code == 200
+    # stored and committed, not linked, not woken yet; one correlate message (no arguments)
+    assert pending(pg_engine) == ["evt_b1"]
+    assert links(pg_engine, op_id) == []
+    assert load_operation(pg_engine, op_id).fence == 1
+    assert queue.llen(key) == queued + 1
+    message = json.loads(queue.lindex(key, 0))
+    assert message["headers"]["task"] == "provely.correlate"
+    assert message["headers"]["argsrepr"] == "()"
+    # a repeat stores nothing and asks for nothing
+    again = client.post(tenant.path, content=body, headers=signed(body))
+    assert again.json()["duplicate"] is True
+    assert queue.llen(key) == queued + 1
+    # the observer's run links, wakes and marks; a second run finds nothing
+    assert correlate_pending(pg_engine) == 1
+    assert correlate_pending(pg_engine) == 0
+    woken = json.loads(queue.lindex(QUEUE_PREFIX + "observe", 0))
+    assert woken["headers"]["argsrepr"] == repr([op_id, 2])
+    assert pending(pg_engine) == []
+    assert links(pg_engine, op_id) == [("evt_b1", "resource_id", "strong")]
+    assert load_operation(pg_engine, op_id).fence == 2
+
+
+def test_stored_then_correlated_later_equals_correlated_at_intake(
+    pg_engine: Engine, tenant: Tenant
+) -> None:
+    ops, deliveries = scenario(pg_engine, tenant)
+    with Session(pg_engine) as session, session.begin():
+        stored = store_many(session, deliveries)
+    assert [r.duplicate for r in stored] == [False, False, True, False, False, False]
+    assert all(link == [] for link in (links(pg_engine, op) for op in ops))
+    with Session(pg_engine) as session, session.begin():
+        results = correlate_backlog(session, now=datetime.now(UTC))
+    assert len(results) == 5
+    later = snapshot(pg_engine, ops)
+    wakes = sorted({w for r in results for w in r.wakes})
+
+    from shared.db.tenants import create_workspace
+
+    with Session(pg_engine) as session, session.begin():
+        ws, _ = create_workspace(session, "at-intake", now=datetime.now(UTC))
+        second = Tenant(ws.id)
+    ops2, deliveries2 = scenario(pg_engine, second)
+    for d in deliveries2:
+        with Session(pg_engine) as session, session.begin():
+            ingest_event(
+                session,
+                workspace_id=d.workspace_id,
+                provider=d.provider,
+                event=d.event,
+                raw=d.raw,
+                now=d.now,
+            )
+    assert later[1] == snapshot(pg_engine, ops2)[1]
+    assert [op for op, _ in wakes] == sorted([ops[0], ops[1], ops[2]])
+    assert load_operation(pg_engine, ops[2]).subject_id == "re_T"
+    assert links(pg_engine, ops[3]) == [("evt_w", "fingerprint", "weak")]
+    assert pending(pg_engine) == []
+
+
+def test_an_event_the_report_linked_first_is_not_linked_or_woken_twice(
+    pg_engine: Engine, tenant: Tenant
+) -> None:
+    op_id = add_operation(pg_engine, tenant, state="PENDING")
+    t = int(time.time())
+    body = stripe_event(
+        "evt_r1", "refund.updated", refund("re_R1", status="succeeded", created=t), created=t
+    )
+    with Session(pg_engine) as session, session.begin():
+        store_many(session, [delivery(tenant, body)])
+    # the action report arrives before any correlator: the operation learns re_R1 and finds
+    # the stored event by its keys
+    with Session(pg_engine) as session, session.begin():
+        from shared.db.models import Operation
+
+        op = session.get(Operation, op_id)
+        assert op is not None
+        op.subject_id = "re_R1"
+        op.action_result = {"id": "re_R1"}
+        session.flush()
+        assert correlate_pending_events(session, op, datetime.now(UTC)) != []
+    fence = load_operation(pg_engine, op_id).fence
+    with Session(pg_engine) as session, session.begin():
+        results = correlate_backlog(session, now=datetime.now(UTC))
+    assert [r.links for r in results] == [[]]
+    assert [r.wakes for r in results] == [[]]
+    assert links(pg_engine, op_id) == [("evt_r1", "resource_id", "strong")]
+    assert load_operation(pg_engine, op_id).fence == fence
+    assert pending(pg_engine) == []
+
+
+def test_a_weak_link_becomes_strong_when_the_correlator_matches_strongly(
+    pg_engine: Engine, tenant: Tenant
+) -> None:
+    op_id = add_operation(
+        pg_engine, tenant, state="PENDING", input={"charge": "ch_U", "amount": 9, "currency": "eur"}
+    )
+    t = int(time.time())
+    body = stripe_event(
+        "evt_u1",
+        "refund.created",
+        refund("re_U1", status="pending", charge="ch_U", amount=9, created=t),
+        created=t,
+    )
+    with Session(pg_engine) as session, session.begin():
+        store_many(session, [delivery(tenant, body)])
+    with Session(pg_engine) as session, session.begin():
+        from shared.db.models import Operation
+
+        op = session.get(Operation, op_id)
+        assert op is not None
+        correlate_pending_events(session, op, datetime.now(UTC))  # the fingerprint: weak
+    assert links(pg_engine, op_id) == [("evt_u1", "fingerprint", "weak")]
+    with Session(pg_engine) as session, session.begin():
+        op = session.get(Operation, op_id)
+        assert op is not None
+        op.subject_id = "re_U1"  # learned meanwhile (say, from a readback)
+    with Session(pg_engine) as session, session.begin():
+        results = correlate_backlog(session, now=datetime.now(UTC))
+    assert links(pg_engine, op_id) == [("evt_u1", "resource_id", "strong")]
+    assert [w[0] for r in results for w in r.wakes] == [op_id]
+
+
+def test_two_correlators_never_take_the_same_event(pg_engine: Engine, tenant: Tenant) -> None:
+    t = int(time.time())
+    bodies = [
+        stripe_event(
+            f"evt_s{i}",
+            "refund.updated",
+            refund(f"re_S{i}", status="pending", created=t),
+            created=t,
+        )
+        for i in range(6)
+    ]
+    with Session(pg_engine) as session, session.begin():
+        store_many(session, [delivery(tenant, b) for b in bodies])
+    now = datetime.now(UTC)
+    with Session(pg_engine) as first, first.begin():
+        taken = correlate_backlog(first, now=now, limit=4)
+        assert len(taken) == 4
+        # while the first holds its claim, a second correlator gets only the others
+        with Session(pg_engine) as second, second.begin():
+            others = correlate_backlog(second, now=now)
+        assert len(others) == 2
+        assert not {r.event_pk for r in taken} & {r.event_pk for r in others}
+    assert pending(pg_engine) == []
+
+
+def test_the_sweeper_correlates_what_a_lost_message_left_pending(
+    pg_engine: Engine, tenant: Tenant, settings: Settings
+) -> None:
+    op_id = add_operation(pg_engine, tenant, subject_id="re_L1", action_result={"id": "re_L1"})
+    t = int(time.time())
+    old = stripe_event(
+        "evt_l1", "refund.updated", refund("re_L1", status="succeeded", created=t), created=t
+    )
+    young = stripe_event(
+        "evt_l2", "refund.updated", refund("re_L2", status="pending", created=t), created=t
+    )
+    received = datetime.now(UTC)
+    with Session(pg_engine) as session, session.begin():
+        store_many(session, [delivery(tenant, old)])
+    later = received + timedelta(seconds=settings.sweeper_grace_seconds + 1)
+    with Session(pg_engine) as session, session.begin():
+        d = delivery(tenant, young)
+        store_many(session, [type(d)(d.workspace_id, d.provider, d.event, d.raw, later)])
+    sent: list[tuple[str, int, float]] = []
+    sweeper = Sweeper(
+        engine=pg_engine,
+        settings=settings,
+        clock=lambda: later,
+        send_observe=lambda op, fence, countdown: sent.append((op, fence, countdown)),
+    )
+    report = sweeper.sweep_once()
+    assert report.correlated == 1
+    # the old event is linked and its operation woken; the young one waits for its message
+    assert links(pg_engine, op_id) == [("evt_l1", "resource_id", "strong")]
+    assert sent == [(op_id, 2, 0.0)]
+    assert pending(pg_engine) == ["evt_l2"]

@@ -1,28 +1,145 @@
 """The distributed launcher of the end-to-end tests: every service a separate OS process.
 
-PostgreSQL (the session's fresh database) is the record and Redis (a random db index) the
-broker; the services are the production commands — ``provely serve ingress`` (uvicorn),
-``provely serve observer``, ``provely serve verdict``, ``provely serve sweeper`` — and each
-Stripe sandbox is a ``provely sandbox stripe`` process. It implements the scenario engine's
-``System`` so the demo's scenarios run unchanged on it (one engine, two launchers).
+PostgreSQL is the record and Redis the broker; the services are the production commands —
+``provely serve ingress`` (uvicorn), ``provely serve observer``, ``provely serve verdict``,
+``provely serve sweeper`` — and each Stripe sandbox is a ``provely sandbox stripe`` process. It
+implements the scenario engine's ``System`` so the demo's scenarios run unchanged on it (one
+engine, two launchers).
+
+Start one with :func:`running_system`: every system gets a PostgreSQL database and a Redis
+database index of its own, and leaves neither behind. Two systems must never share either:
+
+- the broker's queues have fixed names, so workers of one system would take (or a flush would
+  drop) another's messages, and a stopped system's unacknowledged messages are put back in its
+  queues for whoever consumes them next;
+- each system has its own ``PROVELY_SECRET_KEY``, and the receipt signing key it generates is
+  stored encrypted with it in ``receipt_keys``: a second system on the same database cannot
+  decrypt that key, so every evaluation that issues a receipt fails and its operations stay
+  PENDING. Its sweeper would also pick up the first system's open operations.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import secrets
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
+import redis
 from cryptography.fernet import Fernet
+from sqlalchemy.engine import make_url
 
 from services.cli.scenarios import DEFAULT_SANDBOX_OPTIONS, Sandbox, write_short_timing_skill
 from services.cli.up import ChildSpec, Supervisor, free_port, provely_argv
+
+CLAIM_KEY = "provely:tests:claimed"
+REDIS_DB_COUNT = 16  # Redis's default ``databases``; index 0 is left to interactive use
+CLAIM_WAIT_S = 60.0
+
+# Both run in Redis as one step: nobody can write to the index between the check and the claim,
+# and a flush can only drop what its claimer put there.
+_CLAIM_IF_EMPTY = """
+if redis.call('DBSIZE') == 0 then
+    redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+    return 1
+end
+return 0
+"""
+_FLUSH_IF_OURS = """
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] or not holder then
+    redis.call('FLUSHDB')
+    return 1
+end
+return 0
+"""
+
+
+def _script(client: redis.Redis[bytes], source: str, *args: str | int) -> bool:
+    return bool(client.eval(source, 1, CLAIM_KEY, *args))  # type: ignore[no-untyped-call]
+
+
+@contextmanager
+def claimed_redis_db(redis_url: str, *, owner: str, ttl_s: int = 4 * 3600) -> Iterator[str]:
+    """``redis_url`` moved to a database index that was empty and is now claimed for the caller.
+
+    The claim is a key written only into an empty index, in one atomic step, so two test
+    processes (or two fixtures of one) never get the same index. An index that holds anything
+    is never taken, claimed or not (the TTL only ends the claim of a process that was killed;
+    what it left keeps the index taken until someone empties it). On exit the index is flushed,
+    unless someone else's claim is in it. Fails when no index frees up within
+    ``CLAIM_WAIT_S``: sharing one would bring back the interference this prevents.
+    """
+    base, _, _index = redis_url.rpartition("/")
+    token = f"{owner}:{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    first = secrets.randbelow(REDIS_DB_COUNT - 1)
+    deadline = time.monotonic() + CLAIM_WAIT_S
+    claimed: str | None = None
+    while claimed is None:
+        for step in range(REDIS_DB_COUNT - 1):
+            url = f"{base}/{(first + step) % (REDIS_DB_COUNT - 1) + 1}"
+            with redis.Redis.from_url(url) as client:
+                if _script(client, _CLAIM_IF_EMPTY, token, ttl_s):
+                    claimed = url
+                    break
+        else:
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"no empty Redis database index on {base} after {CLAIM_WAIT_S:.0f} s; "
+                    "indexes left dirty by killed runs can be emptied with FLUSHDB"
+                )
+            time.sleep(1.0)
+    try:
+        yield claimed
+    finally:
+        with redis.Redis.from_url(claimed) as client:
+            _script(client, _FLUSH_IF_OURS, token)
+
+
+@contextmanager
+def own_database(postgres_url: str, *, prefix: str = "provely_sys_") -> Iterator[str]:
+    """A new, empty database on ``postgres_url``'s server; dropped (connections and all) after."""
+    url = make_url(postgres_url)
+    name = f"{prefix}{secrets.token_hex(6)}"
+    admin = url.set(drivername="postgresql", database="postgres").render_as_string(
+        hide_password=False
+    )
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def running_system(
+    postgres_url: str, redis_url: str, workdir: Path, *, name: str = "system"
+) -> Iterator[DistributedSystem]:
+    """A started :class:`DistributedSystem` on a database and a Redis index of its own.
+
+    ``postgres_url`` and ``redis_url`` name the servers (the session's fixtures, which fail
+    when a server is missing); the system migrates a new database on the first and claims an
+    empty index on the second. On exit, whatever happened: every process is stopped, the
+    index is flushed and released, and the database is dropped.
+    """
+    with ExitStack() as stack:
+        database = stack.enter_context(own_database(postgres_url))
+        broker = stack.enter_context(claimed_redis_db(redis_url, owner=name))
+        system = DistributedSystem(postgres_url=database, redis_url=broker, workdir=workdir)
+        stack.callback(system.stop)
+        system.start()
+        yield system
 
 
 class DistributedSystem:
@@ -37,12 +154,18 @@ class DistributedSystem:
         self.supervisor: Supervisor | None = None
 
     @property
+    def postgres_url(self) -> str:
+        return self._postgres_url
+
+    @property
+    def redis_url(self) -> str:
+        return self._redis_url
+
+    @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def _environment(self) -> dict[str, str]:
-        import os
-
         env = {k: v for k, v in os.environ.items() if not k.startswith("PROVELY_")}
         env.update(write_short_timing_skill(self.workdir / "demo-skill"))
         env.update(
@@ -131,6 +254,7 @@ class DistributedSystem:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 process.kill()
+                process.wait(timeout=10)
 
     def cli(self, args: Any) -> str:
         run = subprocess.run(

@@ -19,7 +19,7 @@ import pytest
 
 from services.cli.scenarios import Agent, Sandbox, _open_workspace
 from services.cli.up import free_port, provely_argv
-from tests.e2e.launcher import DistributedSystem
+from tests.e2e.launcher import DistributedSystem, running_system
 
 pytestmark = pytest.mark.e2e
 
@@ -54,14 +54,8 @@ def _sandbox(system: DistributedSystem) -> Sandbox:
 
 @pytest.fixture
 def system(postgres_url: str, redis_url: str, tmp_path: Path) -> Iterator[DistributedSystem]:
-    distributed = DistributedSystem(
-        postgres_url=postgres_url, redis_url=redis_url, workdir=tmp_path / "e2e"
-    )
-    try:
-        distributed.start()
-        yield distributed
-    finally:
-        distributed.stop()
+    with running_system(postgres_url, redis_url, tmp_path / "e2e", name="receipts-e2e") as running:
+        yield running
 
 
 def _verify(system: DistributedSystem, document: dict[str, Any], tmp: Path) -> str:

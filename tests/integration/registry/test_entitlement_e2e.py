@@ -29,7 +29,7 @@ import pytest
 
 from services.cli.up import free_port
 from services.sandbox.client import SandboxControl
-from tests.e2e.launcher import DistributedSystem
+from tests.e2e.launcher import DistributedSystem, running_system
 
 pytestmark = pytest.mark.e2e
 
@@ -41,14 +41,9 @@ FINAL_TIMEOUT_S = 60.0
 def system(
     postgres_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DistributedSystem]:
-    running = DistributedSystem(
-        postgres_url=postgres_url, redis_url=redis_url, workdir=tmp_path_factory.mktemp("ent")
-    )
-    try:
-        running.start()
+    workdir = tmp_path_factory.mktemp("ent")
+    with running_system(postgres_url, redis_url, workdir, name="entitlement-e2e") as running:
         yield running
-    finally:
-        running.stop()
 
 
 @dataclass

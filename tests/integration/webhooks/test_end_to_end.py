@@ -13,12 +13,10 @@ import time
 import warnings
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import redis
 import stripe
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
@@ -27,53 +25,23 @@ from services.cli.scenarios import STANDARD_VERSION, Agent, Sandbox, Workspace
 from shared.db.models import Event, OperationEvent
 from shared.db.session import make_engine
 from shared.signatures import STRIPE
-from tests.e2e.launcher import DistributedSystem
+from tests.e2e.launcher import DistributedSystem, running_system
 
 pytestmark = pytest.mark.e2e
-
-
-CLAIM = "provely:webhooks-e2e:claimed"
-
-
-def unused_redis_db(redis_url: str) -> str:
-    """A Redis database index that holds nothing right now, claimed for this module.
-
-    Queue names are fixed, so workers of another suite on the same index would take these
-    messages (and a suite that empties its index would drop them)."""
-    base, _, index = redis_url.rpartition("/")
-    for step in range(15):
-        db = (int(index) + step - 1) % 15 + 1
-        client = redis.Redis.from_url(f"{base}/{db}")
-        try:
-            if client.dbsize() == 0 and client.set(CLAIM, "1", nx=True, ex=1800):
-                return f"{base}/{db}"
-        finally:
-            client.close()
-    return redis_url
 
 
 @pytest.fixture(scope="module")
 def system(
     postgres_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DistributedSystem]:
-    workdir: Path = tmp_path_factory.mktemp("webhooks-e2e")
-    broker = unused_redis_db(redis_url)
-    running = DistributedSystem(postgres_url=postgres_url, redis_url=broker, workdir=workdir)
-    try:
-        running.start()
+    workdir = tmp_path_factory.mktemp("webhooks-e2e")
+    with running_system(postgres_url, redis_url, workdir, name="webhooks-e2e") as running:
         yield running
-    finally:
-        running.stop()
-        client = redis.Redis.from_url(broker)
-        try:
-            client.delete(CLAIM)
-        finally:
-            client.close()
 
 
 @pytest.fixture(scope="module")
-def engine(system: DistributedSystem, postgres_url: str) -> Iterator[Engine]:
-    made = make_engine(postgres_url)
+def engine(system: DistributedSystem) -> Iterator[Engine]:
+    made = make_engine(system.postgres_url)
     yield made
     made.dispose()
 

@@ -55,7 +55,14 @@ def postgres_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def redis_url() -> str:
-    """A Redis database index picked at random (1-15) so parallel runs rarely meet."""
+def redis_url() -> Iterator[str]:
+    """A Redis database index of this session's own: claimed while empty, flushed at the end.
+
+    Claimed like the distributed systems' indexes (``tests.e2e.launcher.claimed_redis_db``), so
+    no other test process, and no system of this one, can take it while the session uses it.
+    """
     require_service("Redis", REDIS_HOST, REDIS_PORT)
-    return f"redis://{REDIS_HOST}:{REDIS_PORT}/{secrets.randbelow(15) + 1}"
+    from tests.e2e.launcher import claimed_redis_db
+
+    with claimed_redis_db(f"redis://{REDIS_HOST}:{REDIS_PORT}/0", owner="session") as url:
+        yield url

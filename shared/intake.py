@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sqlalchemy import and_, or_, select, text, update
+from sqlalchemy import Connection, and_, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, load_only
 
@@ -965,28 +965,49 @@ class Delivery:
 
 _PG_STORE_MANY = text(
     """
-    INSERT INTO events (workspace_id, provider, event_id, type, provider_timestamp,
-                        api_version, object_id, idempotency_key, body, raw, digest, duplicates,
-                        received_at)
-    SELECT ws, prov, eid, typ, ts, api, obj, idem, CAST(body AS JSON), raw, digest, 0, recv
-    FROM unnest(CAST(:ws AS TEXT[]), CAST(:prov AS TEXT[]), CAST(:eid AS TEXT[]),
-                CAST(:typ AS TEXT[]), CAST(:ts AS TIMESTAMPTZ[]), CAST(:api AS TEXT[]),
-                CAST(:obj AS TEXT[]), CAST(:idem AS TEXT[]), CAST(:body AS TEXT[]),
-                CAST(:raw AS BYTEA[]), CAST(:digest AS TEXT[]), CAST(:recv AS TIMESTAMPTZ[]))
-         AS t(ws, prov, eid, typ, ts, api, obj, idem, body, raw, digest, recv)
-    ORDER BY ws, prov, eid
-    ON CONFLICT (workspace_id, provider, event_id) DO NOTHING
-    RETURNING id, workspace_id, provider, event_id
+    WITH batch AS (
+        SELECT * FROM unnest(
+            CAST(:ws AS TEXT[]), CAST(:prov AS TEXT[]), CAST(:eid AS TEXT[]),
+            CAST(:typ AS TEXT[]), CAST(:ts AS TIMESTAMPTZ[]), CAST(:api AS TEXT[]),
+            CAST(:obj AS TEXT[]), CAST(:idem AS TEXT[]), CAST(:body AS TEXT[]),
+            CAST(:raw AS BYTEA[]), CAST(:digest AS TEXT[]), CAST(:recv AS TIMESTAMPTZ[]),
+            CAST(:n AS INT[])
+        ) AS t(ws, prov, eid, typ, ts, api, obj, idem, body, raw, digest, recv, n)
+    ), inserted AS (
+        INSERT INTO events (workspace_id, provider, event_id, type, provider_timestamp,
+                            api_version, object_id, idempotency_key, body, raw, digest,
+                            duplicates, received_at)
+        SELECT ws, prov, eid, typ, ts, api, obj, idem, CAST(body AS JSON), raw, digest, n - 1,
+               recv
+        FROM batch
+        ORDER BY ws, prov, eid
+        ON CONFLICT (workspace_id, provider, event_id) DO NOTHING
+        RETURNING id, workspace_id, provider, event_id
+    ), keyed AS (
+        INSERT INTO event_keys (event_pk, workspace_id, provider, name, value)
+        SELECT i.id, i.workspace_id, i.provider, k.name, k.value
+        FROM inserted i
+        JOIN unnest(CAST(:k_ws AS TEXT[]), CAST(:k_prov AS TEXT[]), CAST(:k_eid AS TEXT[]),
+                    CAST(:k_name AS TEXT[]), CAST(:k_value AS TEXT[]))
+             AS k(ws, prov, eid, name, value)
+          ON k.ws = i.workspace_id AND k.prov = i.provider AND k.eid = i.event_id
+        ON CONFLICT DO NOTHING
+    ), counted AS (
+        UPDATE events SET duplicates = events.duplicates + b.n
+        FROM batch b
+        WHERE events.workspace_id = b.ws AND events.provider = b.prov AND events.event_id = b.eid
+        RETURNING events.workspace_id, events.provider, events.event_id
+    )
+    SELECT id, workspace_id, provider, event_id FROM inserted
+    UNION ALL
+    SELECT NULL, workspace_id, provider, event_id FROM counted
     """
 )
-_PG_KEYS_MANY = text(
-    """
-    INSERT INTO event_keys (event_pk, workspace_id, provider, name, value)
-    SELECT * FROM unnest(CAST(:pk AS BIGINT[]), CAST(:ws AS TEXT[]), CAST(:prov AS TEXT[]),
-                         CAST(:name AS TEXT[]), CAST(:value AS TEXT[]))
-    ON CONFLICT DO NOTHING
-    """
-)
+"""One statement (one round trip, atomic even in autocommit): the batch's new events, their
+keys, and the duplicate counters of events stored before the statement began. A new event
+starts with the repeats of its key in the batch as its counter. The update sees the snapshot the
+statement began with, so a row a concurrent transaction committed meanwhile is counted by a
+second statement (``_PG_DUPLICATES_MANY``)."""
 _PG_DUPLICATES_MANY = text(
     """
     UPDATE events SET duplicates = events.duplicates + d.n
@@ -1065,18 +1086,19 @@ def ingest_many(session: Session, deliveries: Sequence[Delivery]) -> list[Intake
     return results
 
 
-def store_many(session: Session, deliveries: Sequence[Delivery]) -> list[IntakeResult]:
+def store_many(db: Session | Connection, deliveries: Sequence[Delivery]) -> list[IntakeResult]:
     """Store the deliveries' events once each, with their keys, not yet correlated.
 
-    On PostgreSQL three set-based statements serve the whole batch (the events, their keys, the
-    duplicate counters). A repeat — of a stored event, or of an event earlier in the batch —
-    only moves the stored row's duplicate counter and gets ``duplicate=True``. Nothing is
-    linked or woken: :func:`correlate_stored` (inline) or :func:`correlate_backlog` (a worker,
-    after commit) does that.
+    ``db`` is a session or a connection (on PostgreSQL it may be in autocommit: the whole
+    batch is one statement, see ``_PG_STORE_MANY``). A repeat — of a stored event, or of an
+    event earlier in the batch — only moves the stored row's duplicate counter and gets
+    ``duplicate=True``. Nothing is linked or woken: :func:`correlate_stored` (inline) or
+    :func:`correlate_backlog` (a worker, after commit) does that.
     """
     if not deliveries:
         return []
-    if session.get_bind().dialect.name != "postgresql":
+    if _dialect(db) != "postgresql":
+        session = db if isinstance(db, Session) else Session(bind=db)
         results: list[IntakeResult] = []
         for d in deliveries:
             pk = store_event(
@@ -1089,12 +1111,20 @@ def store_many(session: Session, deliveries: Sequence[Delivery]) -> list[IntakeR
             )
             results.append(IntakeResult(event_pk=pk, duplicate=pk is None))
         return results
-    # the first delivery of a key in the batch is the one stored
+    # each key once (its first delivery is the one stored), with how often the batch has it
     first: dict[tuple[str, str, str], int] = {}
+    times: dict[tuple[str, str, str], int] = {}
     for index, d in enumerate(deliveries):
-        first.setdefault((d.workspace_id, d.provider, d.event.event_id), index)
+        key = (d.workspace_id, d.provider, d.event.event_id)
+        first.setdefault(key, index)
+        times[key] = times.get(key, 0) + 1
     new = [deliveries[i] for i in sorted(first.values())]
-    rows = session.execute(
+    key_rows = [
+        (d.workspace_id, d.provider, d.event.event_id, name, value)
+        for d in new
+        for name, value in sorted(d.event.keys.items())
+    ]
+    rows = db.execute(
         _PG_STORE_MANY,
         {
             "ws": [d.workspace_id for d in new],
@@ -1109,47 +1139,40 @@ def store_many(session: Session, deliveries: Sequence[Delivery]) -> list[IntakeR
             "raw": [d.raw for d in new],
             "digest": [hashlib.sha256(d.raw).hexdigest() for d in new],
             "recv": [d.now for d in new],
+            "n": [times[(d.workspace_id, d.provider, d.event.event_id)] for d in new],
+            "k_ws": [k[0] for k in key_rows],
+            "k_prov": [k[1] for k in key_rows],
+            "k_eid": [k[2] for k in key_rows],
+            "k_name": [k[3] for k in key_rows],
+            "k_value": [k[4] for k in key_rows],
         },
     ).all()
-    stored = {(ws, prov, eid): int(pk) for pk, ws, prov, eid in rows}
+    stored = {(ws, prov, eid): int(pk) for pk, ws, prov, eid in rows if pk is not None}
+    counted = {(ws, prov, eid) for pk, ws, prov, eid in rows if pk is None}
+    late = sorted(set(first) - set(stored) - counted)
+    if late:
+        # Stored by a concurrent transaction that committed after this statement began.
+        db.execute(
+            _PG_DUPLICATES_MANY,
+            {
+                "ws": [k[0] for k in late],
+                "prov": [k[1] for k in late],
+                "eid": [k[2] for k in late],
+                "n": [times[k] for k in late],
+            },
+        )
     results = []
-    repeats: dict[tuple[str, str, str], int] = {}
     for index, d in enumerate(deliveries):
         key = (d.workspace_id, d.provider, d.event.event_id)
         if first[key] == index and key in stored:
             results.append(IntakeResult(event_pk=stored[key], duplicate=False))
         else:
             results.append(IntakeResult(event_pk=None, duplicate=True))
-            repeats[key] = repeats.get(key, 0) + 1
-    if repeats:
-        keys = sorted(repeats)
-        session.execute(
-            _PG_DUPLICATES_MANY,
-            {
-                "ws": [k[0] for k in keys],
-                "prov": [k[1] for k in keys],
-                "eid": [k[2] for k in keys],
-                "n": [repeats[k] for k in keys],
-            },
-        )
-    key_rows = [
-        (r.event_pk, d.workspace_id, d.provider, name, value)
-        for d, r in zip(deliveries, results, strict=True)
-        if r.event_pk is not None
-        for name, value in sorted(d.event.keys.items())
-    ]
-    if key_rows:
-        session.execute(
-            _PG_KEYS_MANY,
-            {
-                "pk": [k[0] for k in key_rows],
-                "ws": [k[1] for k in key_rows],
-                "prov": [k[2] for k in key_rows],
-                "name": [k[3] for k in key_rows],
-                "value": [k[4] for k in key_rows],
-            },
-        )
     return results
+
+
+def _dialect(db: Session | Connection) -> str:
+    return db.dialect.name if isinstance(db, Connection) else db.get_bind().dialect.name
 
 
 @dataclass(slots=True)

@@ -3,7 +3,8 @@
 The route reads like the house rule: read the raw body (bounded while reading) → load the
 workspace's connection → verify the signature on the exact bytes → parse by the skill's event
 shape → store once with its keys, marked not yet correlated (``shared.intake.store_many``) →
-commit → one ``provely.correlate`` message → 200. Deliveries that arrive while earlier ones are
+commit → 200; a thread of the process then sends one ``provely.correlate`` message for all the
+batches committed meanwhile. Deliveries that arrive while earlier ones are
 being written share one transaction (group commit, :class:`_Batcher`); each is answered only
 after that transaction commits.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import threading
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,10 +40,11 @@ import anyio
 import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy import Connection as DbConnection
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-from sqlalchemy.orm import Session
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from starlette.requests import ClientDisconnect
 
 from services.ingress.problems import problem_response
@@ -59,7 +62,7 @@ from shared.secrets import SecretError
 from shared.settings import Settings, get_settings
 from shared.signatures import SignatureError, UnknownSchemeError, scheme_for
 
-__all__ = ["BodyTooLarge", "read_limited_body", "router"]
+__all__ = ["BodyTooLarge", "correlation_requests", "read_limited_body", "router"]
 
 log = logging.getLogger(__name__)
 
@@ -167,12 +170,12 @@ class _Item:
 
 
 def _verified(
-    session: Session, settings: Settings, item: _Item, connections: dict[tuple[str, str], Any]
+    db: DbConnection, settings: Settings, item: _Item, connections: dict[tuple[str, str], Any]
 ) -> Delivery:
     """Signature, then event shape; raises _NotFound, SignatureError or MalformedEvent."""
     key = (item.workspace, item.provider)
     if key not in connections:
-        connections[key] = session.execute(
+        connections[key] = db.execute(
             select(
                 Connection.id,
                 Connection.signature_scheme,
@@ -208,34 +211,48 @@ def _verified(
 _Answer = _Outcome | BaseException
 
 
-def _ingest_batch(engine: Engine, settings: Settings, items: list[_Item]) -> list[_Answer]:
-    """Runs in a worker thread: the deliveries that arrived together share one transaction,
-    committed before the correlation is asked for and before any of them is answered. Refused
-    deliveries write nothing. When the shared transaction fails, each delivery is retried on
-    its own."""
-    from shared.db.session import session_scope
-
+def _store_batch(
+    db: DbConnection, settings: Settings, items: list[_Item]
+) -> tuple[list[_Answer | None], list[tuple[int, Delivery]], list[IntakeResult]]:
+    """Verify the batch's deliveries and store the accepted ones through ``db``: the refused
+    ones (their answers filled in) write nothing."""
     answers: list[_Answer | None] = [None] * len(items)
+    connections: dict[tuple[str, str], Any] = {}
+    accepted: list[tuple[int, Delivery]] = []
+    for index, item in enumerate(items):
+        try:
+            accepted.append((index, _verified(db, settings, item, connections)))
+        except (_NotFound, SignatureError, MalformedEvent, SecretError) as refused:
+            answers[index] = refused
+    return answers, accepted, store_many(db, [d for _, d in accepted])
+
+
+def _answers(
+    answers: list[_Answer | None],
+    accepted: list[tuple[int, Delivery]],
+    results: list[IntakeResult],
+) -> list[_Answer]:
+    """After the commit: the answers, and one correlation request when anything is new."""
+    for (index, delivery), result in zip(accepted, results, strict=True):
+        answers[index] = _Outcome(delivery.event.event_id, result)
+    if any(r.event_pk is not None for r in results):
+        correlation_requests.request()
+    return [a if a is not None else RuntimeError("no answer") for a in answers]
+
+
+def _ingest_batch(engine: Engine, settings: Settings, items: list[_Item]) -> list[_Answer]:
+    """Runs in a worker thread (databases other than PostgreSQL): the deliveries that arrived
+    together share one transaction, committed before the correlation is asked for and before
+    any of them is answered. When the shared transaction fails, each is retried on its own."""
     try:
-        with session_scope(engine) as session:
-            connections: dict[tuple[str, str], Any] = {}
-            accepted: list[tuple[int, Delivery]] = []
-            for index, item in enumerate(items):
-                try:
-                    accepted.append((index, _verified(session, settings, item, connections)))
-                except (_NotFound, SignatureError, MalformedEvent, SecretError) as refused:
-                    answers[index] = refused
-            results = store_many(session, [d for _, d in accepted])
+        with engine.begin() as db:
+            stored = _store_batch(db, settings, items)
     except Exception:
         if len(items) == 1:
             raise
         log.warning("webhook intake: a batch of %d failed; one by one now", len(items))
         return [_ingest_one(engine, settings, item) for item in items]
-    for (index, delivery), result in zip(accepted, results, strict=True):
-        answers[index] = _Outcome(delivery.event.event_id, result)
-    if any(r.event_pk is not None for r in results):
-        _request_correlation()
-    return [a if a is not None else RuntimeError("no answer") for a in answers]
+    return _answers(*stored)
 
 
 def _ingest_one(engine: Engine, settings: Settings, item: _Item) -> _Answer:
@@ -245,15 +262,95 @@ def _ingest_one(engine: Engine, settings: Settings, item: _Item) -> _Answer:
         return exc
 
 
-def _request_correlation() -> None:
-    """One ``provely.correlate`` message for the events a batch stored (after its commit).
-    Never fails the deliveries: with the broker down, the sweeper correlates them later."""
-    from shared.celery_app import CORRELATE_TASK, send
-
+async def _ingest_batch_async(
+    engine: AsyncEngine, settings: Settings, items: list[_Item]
+) -> list[_Answer]:
+    """PostgreSQL: the same work on the event loop's own thread (psycopg's async connection;
+    ``run_sync`` runs the batch's code between its database round trips), so no worker thread
+    competes with the loop for the interpreter. The connection is in autocommit: the connection
+    lookup and the one statement that stores the batch (``store_many``) are two round trips,
+    with no BEGIN or COMMIT; the statement is atomic and durable when it returns."""
     try:
-        send(CORRELATE_TASK, [])
+        async with engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            stored = await conn.run_sync(_store_batch, settings, items)
     except Exception:
-        log.warning("webhook intake: correlate message not sent", exc_info=True)
+        if len(items) == 1:
+            raise
+        log.warning("webhook intake: a batch of %d failed; one by one now", len(items))
+        return [await _ingest_one_async(engine, settings, item) for item in items]
+    return _answers(*stored)
+
+
+async def _ingest_one_async(engine: AsyncEngine, settings: Settings, item: _Item) -> _Answer:
+    try:
+        return (await _ingest_batch_async(engine, settings, [item]))[0]
+    except Exception as exc:
+        return exc
+
+
+_async_engines: dict[int, tuple[Engine, AsyncEngine]] = {}
+
+
+def _async_engine(engine: Engine) -> AsyncEngine:
+    """The asyncio twin of ``engine`` (same database and pool settings), one per engine."""
+    found = _async_engines.get(id(engine))
+    if found is None or found[0] is not engine:
+        twin = create_async_engine(
+            engine.url, pool_size=MAX_BATCHES_IN_FLIGHT, max_overflow=MAX_BATCHES_IN_FLIGHT
+        )
+        found = _async_engines[id(engine)] = (engine, twin)
+    return found[1]
+
+
+class _CorrelationRequests:
+    """Sends ``provely.correlate`` messages from a thread of its own, coalesced.
+
+    A batch that stored new events calls :meth:`request` after its commit and is answered at
+    once. The thread sends one message for every request made before the send began: whatever
+    committed before a request is visible to the correlator that message starts, so no batch
+    waits for the broker and a burst of batches costs one message. A failed send is logged;
+    the sweeper correlates what is left pending.
+    """
+
+    def __init__(self) -> None:
+        self._wanted = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def request(self) -> None:
+        with self._lock:
+            self._idle.clear()
+            self._wanted.set()
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="provely-correlate-requests", daemon=True
+                )
+                self._thread.start()
+
+    def wait_idle(self, timeout_s: float = 10.0) -> bool:
+        """True once every request made so far has had its message sent (or failed)."""
+        return self._idle.wait(timeout_s)
+
+    def _run(self) -> None:
+        from shared.celery_app import CORRELATE_TASK, send
+
+        while True:
+            self._wanted.wait()
+            with self._lock:
+                self._wanted.clear()
+            try:
+                send(CORRELATE_TASK, [])
+            except Exception:
+                log.warning("webhook intake: correlate message not sent", exc_info=True)
+            with self._lock:
+                if not self._wanted.is_set():
+                    self._idle.set()
+
+
+correlation_requests = _CorrelationRequests()
 
 
 MAX_BATCH = 64
@@ -299,10 +396,14 @@ class _Batcher:
         settings: Settings,
         batch: list[tuple[Engine, Settings, _Item, asyncio.Future[_Answer]]],
     ) -> None:
+        items = [p[2] for p in batch]
         try:
-            answers: list[_Answer] = await anyio.to_thread.run_sync(
-                partial(_ingest_batch, engine, settings, [p[2] for p in batch])
-            )
+            if engine.dialect.name == "postgresql":
+                answers = await _ingest_batch_async(_async_engine(engine), settings, items)
+            else:
+                answers = await anyio.to_thread.run_sync(
+                    partial(_ingest_batch, engine, settings, items)
+                )
         except BaseException as exc:
             answers = [exc] * len(batch)
         finally:

@@ -9,7 +9,8 @@ they name, wakes the open ones they strongly correlate with, commits, and only t
 message that finds nothing left costs one indexed query.
 
 Nothing is lost when a message is: the marker is in PostgreSQL, and the sweeper correlates
-events still pending after its grace (``services.verdict.sweeper``).
+events still pending after its grace (``services.verdict.sweeper``). An event linked to a
+VERIFIED operation schedules a recheck of it (``shared.receipts.request_recheck``).
 """
 
 from __future__ import annotations
@@ -21,12 +22,17 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Engine
 
 from shared.db.session import session_scope
-from shared.intake import correlate_backlog
+from shared.intake import correlate_backlog, register_late_event_hook
+from shared.receipts import request_recheck
 from shared.scheduling import dispatch_observe
 
 __all__ = ["BATCH", "MAX_ROUNDS", "correlate_pending"]
 
 log = logging.getLogger(__name__)
+
+# An event linked to a VERIFIED operation asks for one more readback (a late contradiction is
+# caught by it): wherever events are correlated, this hook runs in the correlating transaction.
+register_late_event_hook(request_recheck)
 
 BATCH = 256
 """Events one transaction correlates."""

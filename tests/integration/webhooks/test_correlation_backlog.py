@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from services.ingress.webhooks import correlation_requests
 from services.observer.correlate import correlate_pending
 from services.verdict.sweeper import Sweeper
 from shared.db.models import Event
@@ -60,6 +61,7 @@ def test_the_answer_comes_before_correlation_and_one_message_asks_for_it(
     )
     assert client.post(tenant.path, content=body, headers=signed(body)).status_code == 200
     # stored and committed, not linked, not woken yet; one correlate message (no arguments)
+    assert correlation_requests.wait_idle()
     assert pending(pg_engine) == ["evt_b1"]
     assert links(pg_engine, op_id) == []
     assert load_operation(pg_engine, op_id).fence == 1
@@ -70,6 +72,7 @@ def test_the_answer_comes_before_correlation_and_one_message_asks_for_it(
     # a repeat stores nothing and asks for nothing
     again = client.post(tenant.path, content=body, headers=signed(body))
     assert again.json()["duplicate"] is True
+    assert correlation_requests.wait_idle()
     assert queue.llen(key) == queued + 1
     # the observer's run links, wakes and marks; a second run finds nothing
     assert correlate_pending(pg_engine) == 1
@@ -237,3 +240,39 @@ def test_the_sweeper_correlates_what_a_lost_message_left_pending(
     assert links(pg_engine, op_id) == [("evt_l1", "resource_id", "strong")]
     assert sent == [(op_id, 2, 0.0)]
     assert pending(pg_engine) == ["evt_l2"]
+
+
+def test_a_burst_of_batches_is_asked_for_with_few_messages(
+    client: TestClient, tenant: Tenant, pg_engine: Engine, redis_url: str
+) -> None:
+    """Requests made while a message is being sent share the next one; none is left unsent."""
+    import threading
+
+    import redis
+
+    queue = redis.Redis.from_url(redis_url)
+    key = QUEUE_PREFIX + "correlate"
+    queued = queue.llen(key)
+    t = int(time.time())
+    bodies = [
+        stripe_event(
+            f"evt_burst{i}",
+            "refund.updated",
+            refund(f"re_X{i}", status="pending", created=t),
+            created=t,
+        )
+        for i in range(24)
+    ]
+
+    def post(body: bytes) -> None:
+        assert client.post(tenant.path, content=body, headers=signed(body)).status_code == 200
+
+    threads = [threading.Thread(target=post, args=(b,)) for b in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert correlation_requests.wait_idle()
+    sent = queue.llen(key) - queued
+    assert 1 <= sent <= 24
+    assert correlate_pending(pg_engine) == 24

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import pytest
@@ -45,8 +46,10 @@ CASES = {
     "flipped-body-byte": (lambda b: (flip(b), signed(b)), 400),
     "wrong-secret": (lambda b: (b, signed(b, "whsec_nobody_knows")), 400),
     "retired-secret": (lambda b: (b, signed(b, RETIRED_SECRET)), 400),
-    "t-now-minus-301": (lambda b: (b, signed(b, t=int(time.time()) - 301)), 400),
-    "t-now-plus-301": (lambda b: (b, signed(b, t=int(time.time()) + 301)), 400),
+    # Whole seconds, rounded away from now: at least 301 s off when the request arrives
+    # (int() of now + 301 could be 300.x s ahead by then).
+    "t-now-minus-301": (lambda b: (b, signed(b, t=math.floor(time.time()) - 301)), 400),
+    "t-now-plus-301": (lambda b: (b, signed(b, t=math.ceil(time.time()) + 301)), 400),
     "missing-header": (lambda b: (b, {"Content-Type": "application/json"}), 400),
     "only-v0": (
         lambda b: (

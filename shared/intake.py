@@ -963,15 +963,14 @@ class Delivery:
     now: datetime
 
 
-_PG_STORE_MANY = text(
-    """
+_PG_STORE_MANY = """
     WITH batch AS (
         SELECT * FROM unnest(
-            CAST(:ws AS TEXT[]), CAST(:prov AS TEXT[]), CAST(:eid AS TEXT[]),
-            CAST(:typ AS TEXT[]), CAST(:ts AS TIMESTAMPTZ[]), CAST(:api AS TEXT[]),
-            CAST(:obj AS TEXT[]), CAST(:idem AS TEXT[]), CAST(:body AS TEXT[]),
-            CAST(:raw AS BYTEA[]), CAST(:digest AS TEXT[]), CAST(:recv AS TIMESTAMPTZ[]),
-            CAST(:n AS INT[])
+            CAST(%(ws)b AS TEXT[]), CAST(%(prov)b AS TEXT[]), CAST(%(eid)b AS TEXT[]),
+            CAST(%(typ)b AS TEXT[]), CAST(%(ts)b AS TIMESTAMPTZ[]), CAST(%(api)b AS TEXT[]),
+            CAST(%(obj)b AS TEXT[]), CAST(%(idem)b AS TEXT[]), CAST(%(body)b AS TEXT[]),
+            CAST(%(raw)b AS BYTEA[]), CAST(%(digest)b AS TEXT[]),
+            CAST(%(recv)b AS TIMESTAMPTZ[]), CAST(%(n)b AS INT[])
         ) AS t(ws, prov, eid, typ, ts, api, obj, idem, body, raw, digest, recv, n)
     ), inserted AS (
         INSERT INTO events (workspace_id, provider, event_id, type, provider_timestamp,
@@ -987,8 +986,9 @@ _PG_STORE_MANY = text(
         INSERT INTO event_keys (event_pk, workspace_id, provider, name, value)
         SELECT i.id, i.workspace_id, i.provider, k.name, k.value
         FROM inserted i
-        JOIN unnest(CAST(:k_ws AS TEXT[]), CAST(:k_prov AS TEXT[]), CAST(:k_eid AS TEXT[]),
-                    CAST(:k_name AS TEXT[]), CAST(:k_value AS TEXT[]))
+        JOIN unnest(CAST(%(k_ws)b AS TEXT[]), CAST(%(k_prov)b AS TEXT[]),
+                    CAST(%(k_eid)b AS TEXT[]), CAST(%(k_name)b AS TEXT[]),
+                    CAST(%(k_value)b AS TEXT[]))
              AS k(ws, prov, eid, name, value)
           ON k.ws = i.workspace_id AND k.prov = i.provider AND k.eid = i.event_id
         ON CONFLICT DO NOTHING
@@ -1002,12 +1002,13 @@ _PG_STORE_MANY = text(
     UNION ALL
     SELECT NULL, workspace_id, provider, event_id FROM counted
     """
-)
 """One statement (one round trip, atomic even in autocommit): the batch's new events, their
-keys, and the duplicate counters of events stored before the statement began. A new event
-starts with the repeats of its key in the batch as its counter. The update sees the snapshot the
-statement began with, so a row a concurrent transaction committed meanwhile is counted by a
-second statement (``_PG_DUPLICATES_MANY``)."""
+keys, and the duplicate counters of events stored before the statement began. Driver-level SQL
+with binary parameters (``%(name)b``): psycopg sends the arrays as they are, where the text
+format would escape every body and raw byte string. A new event starts with the repeats of its
+key in the batch as its counter. The update sees the snapshot the statement began with, so a
+row a concurrent transaction committed meanwhile is counted by a second statement
+(``_PG_DUPLICATES_MANY``)."""
 _PG_DUPLICATES_MANY = text(
     """
     UPDATE events SET duplicates = events.duplicates + d.n
@@ -1124,29 +1125,33 @@ def store_many(db: Session | Connection, deliveries: Sequence[Delivery]) -> list
         for d in new
         for name, value in sorted(d.event.keys.items())
     ]
-    rows = db.execute(
-        _PG_STORE_MANY,
-        {
-            "ws": [d.workspace_id for d in new],
-            "prov": [d.provider for d in new],
-            "eid": [d.event.event_id for d in new],
-            "typ": [d.event.type for d in new],
-            "ts": [d.event.provider_timestamp for d in new],
-            "api": [d.event.api_version for d in new],
-            "obj": [d.event.object_id for d in new],
-            "idem": [d.event.idempotency_key for d in new],
-            "body": [json.dumps(d.event.body, separators=(",", ":")) for d in new],
-            "raw": [d.raw for d in new],
-            "digest": [hashlib.sha256(d.raw).hexdigest() for d in new],
-            "recv": [d.now for d in new],
-            "n": [times[(d.workspace_id, d.provider, d.event.event_id)] for d in new],
-            "k_ws": [k[0] for k in key_rows],
-            "k_prov": [k[1] for k in key_rows],
-            "k_eid": [k[2] for k in key_rows],
-            "k_name": [k[3] for k in key_rows],
-            "k_value": [k[4] for k in key_rows],
-        },
-    ).all()
+    rows = (
+        _driver(db)
+        .exec_driver_sql(
+            _PG_STORE_MANY,
+            {
+                "ws": [d.workspace_id for d in new],
+                "prov": [d.provider for d in new],
+                "eid": [d.event.event_id for d in new],
+                "typ": [d.event.type for d in new],
+                "ts": [d.event.provider_timestamp for d in new],
+                "api": [d.event.api_version for d in new],
+                "obj": [d.event.object_id for d in new],
+                "idem": [d.event.idempotency_key for d in new],
+                "body": [json.dumps(d.event.body, separators=(",", ":")) for d in new],
+                "raw": [d.raw for d in new],
+                "digest": [hashlib.sha256(d.raw).hexdigest() for d in new],
+                "recv": [d.now for d in new],
+                "n": [times[(d.workspace_id, d.provider, d.event.event_id)] for d in new],
+                "k_ws": [k[0] for k in key_rows],
+                "k_prov": [k[1] for k in key_rows],
+                "k_eid": [k[2] for k in key_rows],
+                "k_name": [k[3] for k in key_rows],
+                "k_value": [k[4] for k in key_rows],
+            },
+        )
+        .all()
+    )
     stored = {(ws, prov, eid): int(pk) for pk, ws, prov, eid in rows if pk is not None}
     counted = {(ws, prov, eid) for pk, ws, prov, eid in rows if pk is None}
     late = sorted(set(first) - set(stored) - counted)
@@ -1169,6 +1174,10 @@ def store_many(db: Session | Connection, deliveries: Sequence[Delivery]) -> list
         else:
             results.append(IntakeResult(event_pk=None, duplicate=True))
     return results
+
+
+def _driver(db: Session | Connection) -> Connection:
+    return db if isinstance(db, Connection) else db.connection()
 
 
 def _dialect(db: Session | Connection) -> str:

@@ -178,11 +178,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from shared.observability import install_http_observability
 
     install_http_observability(app, engine=engine)  # GET /metrics, log context per request
+    # The webhook route first: providers call it far more often than anything else, and
+    # routes are matched in order.
+    app.include_router(webhooks.router)
     app.include_router(operations.router)
     app.include_router(contracts.router)
     app.include_router(custom_contracts.router)
     app.include_router(receipts.router)
-    app.include_router(webhooks.router)
 
     @app.get("/healthz", response_model=Health, tags=["health"], summary="The process is up")
     def healthz() -> Health:

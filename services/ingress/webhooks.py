@@ -41,7 +41,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Connection as DbConnection
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, bindparam, select
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -169,6 +169,18 @@ class _Item:
     now: datetime
 
 
+# Built once: building the statement costs more than running it.
+_CONNECTION_OF = select(
+    Connection.id,
+    Connection.signature_scheme,
+    Connection.signature_tolerance_seconds,
+    Connection.webhook_secrets_enc,
+).where(
+    Connection.workspace_id == bindparam("workspace"),
+    Connection.provider == bindparam("provider"),
+)
+
+
 def _verified(
     db: DbConnection, settings: Settings, item: _Item, connections: dict[tuple[str, str], Any]
 ) -> Delivery:
@@ -176,12 +188,7 @@ def _verified(
     key = (item.workspace, item.provider)
     if key not in connections:
         connections[key] = db.execute(
-            select(
-                Connection.id,
-                Connection.signature_scheme,
-                Connection.signature_tolerance_seconds,
-                Connection.webhook_secrets_enc,
-            ).where(Connection.workspace_id == item.workspace, Connection.provider == item.provider)
+            _CONNECTION_OF, {"workspace": item.workspace, "provider": item.provider}
         ).one_or_none()
     connection = connections[key]
     if connection is None:
@@ -355,8 +362,10 @@ correlation_requests = _CorrelationRequests()
 
 MAX_BATCH = 64
 """Most deliveries one transaction carries."""
-MAX_BATCHES_IN_FLIGHT = 4
-"""Transactions one process runs at once; deliveries arriving meanwhile wait for the next."""
+MAX_BATCHES_IN_FLIGHT = 2
+"""Batches one process writes at once; deliveries arriving meanwhile wait for the next (two
+keep the database busy while the loop prepares the next batch, and make batches larger than
+more would)."""
 
 
 class _Batcher:

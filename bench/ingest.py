@@ -1,9 +1,13 @@
 """Benchmark: signed Stripe deliveries accepted per second by the webhook intake.
 
-Each accepted delivery is the whole path: read the body, verify the signature, insert the event
-once (``ON CONFLICT DO NOTHING``) with its keys, correlate it with an open operation (strong,
-by subject id), wake that operation (fence + next observation in PostgreSQL, then the
-``observe`` message on Redis after commit) and answer 200 after the commit.
+Each accepted delivery is the intake's path: read the body, verify the signature, insert the
+event once (``ON CONFLICT DO NOTHING``) with its keys, commit, answer 200 (one ``correlate``
+message per committed batch). A real correlator worker (``provely serve observer --queues
+correlate``) runs at the same time on the same machine: it links each event with its open
+operation (strong, by subject id) and wakes it (fence + next observation in PostgreSQL, then
+the ``observe`` message on Redis after commit). The run reports both rates: deliveries answered
+per second while ``wrk`` runs, and deliveries fully processed (stored, correlated, woken) per
+second from the start of the run until the correlator has caught up.
 
 The reference is a bare FastAPI endpoint that only reads the body, served by the same uvicorn
 settings, measured in the same run with the same load tool:
@@ -292,20 +296,31 @@ def run_wrk(
     return WrkResult(rps, p50, p99, total, int(bad.group(1)) if bad else 0)
 
 
-def count_rows(url: str) -> tuple[int, int, int]:
-    """Events, correlations and wakes so far, read in one statement (one snapshot)."""
+def count_rows(url: str) -> tuple[int, int, int, int]:
+    """Events, correlations, wakes and events not yet correlated, in one statement."""
     from sqlalchemy import create_engine, text
 
     engine = create_engine(url)
     with engine.connect() as conn:
-        events, links, wakes = conn.execute(
+        events, links, wakes, waiting = conn.execute(
             text(
                 "SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM operation_events), "
-                "(SELECT coalesce(sum(fence - 1), 0) FROM operations)"
+                "(SELECT coalesce(sum(fence - 1), 0) FROM operations), "
+                "(SELECT count(*) FROM events WHERE correlated_at IS NULL)"
             )
         ).one()
     engine.dispose()
-    return int(events), int(links), int(wakes)
+    return int(events), int(links), int(wakes), int(waiting)
+
+
+def wait_correlated(url: str, timeout_s: float = 300.0) -> float:
+    """Poll until no event waits for correlation; the seconds it took."""
+    started = time.monotonic()
+    while count_rows(url)[3] > 0:
+        if time.monotonic() - started > timeout_s:
+            raise SystemExit("the correlator did not catch up")
+        time.sleep(0.05)
+    return time.monotonic() - started
 
 
 def main() -> None:
@@ -362,6 +377,15 @@ def main() -> None:
                 bare_port,
             )
         )
+        processes.append(
+            subprocess.Popen(
+                [
+                    str(Path(sys.executable).with_name("provely")), "serve", "observer",
+                    "--queues", "correlate", "--pool", "solo",
+                ],
+                cwd=ROOT, env=env,
+            )
+        )  # fmt: skip
         path = f"/v1/events/stripe/{workspace_id}"
         ingest_url = f"http://127.0.0.1:{ingest_port}{path}"
         bare_url = f"http://127.0.0.1:{bare_port}{path}"
@@ -374,6 +398,7 @@ def main() -> None:
         signed_bodies(warm, "warm", 2000, subjects)
         for url in (ingest_url, bare_url):
             run_wrk(url, script, warm, threads=1, connections=4, duration=2)
+        wait_correlated(scratch.url)
 
         bodies = work / "bare.txt"
         signed_bodies(bodies, "bare", 20_000, subjects)  # the bare endpoint stores nothing
@@ -384,10 +409,14 @@ def main() -> None:
         before = count_rows(scratch.url)
         bodies = work / "ingest.txt"
         signed_bodies(bodies, "ingest", per_run, subjects)
+        started = time.monotonic()
         ingest = run_wrk(
             ingest_url, script, bodies, threads=args.threads, connections=args.connections,
             duration=args.duration,
         )  # fmt: skip
+        answered = time.monotonic() - started
+        drain = wait_correlated(scratch.url)
+        processed_s = answered + drain
         after = count_rows(scratch.url)
         print(f"wrk bare: {bare}\nwrk intake: {ingest}", file=sys.stderr)
 
@@ -406,6 +435,7 @@ def main() -> None:
             bare_url, script, bodies, threads=2, connections=paced,
             duration=int(args.latency_seconds), pause_ms=pause_ms,
         )  # fmt: skip
+        wait_correlated(scratch.url)
         final = count_rows(scratch.url)
 
         new_events = after[0] - before[0]
@@ -426,11 +456,18 @@ def main() -> None:
                 f"| {name} | {r.rps:.0f} | {r.p50_ms:.1f} | {r.p99_ms:.1f} | {r.requests} "
                 f"| {r.non_2xx} |"
             )
+        processed = new_events / processed_s
+        print(
+            f"| intake, fully processed (stored, correlated, woken) | {processed:.0f} | — | — "
+            f"| {new_events} | — |"
+        )
         print()
-        print(f"ratio intake / bare: {ingest.rps / bare.rps:.2f}")
+        print(f"ratio intake answered / bare: {ingest.rps / bare.rps:.2f}")
+        print(f"ratio intake fully processed / bare: {processed / bare.rps:.2f}")
         print(
             f"intake run: {new_events} new events, {after[1] - before[1]} correlations, "
-            f"{after[2] - before[2]} wakes for {ingest.requests} requests"
+            f"{after[2] - before[2]} wakes for {ingest.requests} requests; wrk ran "
+            f"{answered:.1f} s, the correlator caught up {drain:.2f} s after it"
         )
         print()
         print(

@@ -29,6 +29,7 @@ import asyncio
 import logging
 import re
 import threading
+import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -310,6 +311,10 @@ def _async_engine(engine: Engine) -> AsyncEngine:
     return found[1]
 
 
+MIN_SEND_INTERVAL_S = 0.025
+"""Under a stream of batches, at most one correlate message per this many seconds."""
+
+
 class _CorrelationRequests:
     """Sends ``provely.correlate`` messages from a thread of its own, coalesced.
 
@@ -348,6 +353,7 @@ class _CorrelationRequests:
             self._wanted.wait()
             with self._lock:
                 self._wanted.clear()
+            started = time.monotonic()
             try:
                 send(CORRELATE_TASK, [])
             except Exception:
@@ -355,6 +361,10 @@ class _CorrelationRequests:
             with self._lock:
                 if not self._wanted.is_set():
                     self._idle.set()
+                    continue
+            # Busy: let the next requests gather (a send holds the interpreter for a while, and
+            # the event loop serving the deliveries needs it more).
+            time.sleep(max(0.0, MIN_SEND_INTERVAL_S - (time.monotonic() - started)))
 
 
 correlation_requests = _CorrelationRequests()

@@ -78,6 +78,7 @@ __all__ = [
     "fingerprint_key_names",
     "ingest_event",
     "ingest_many",
+    "lock_correlation",
     "parse_event",
     "register_late_event_hook",
     "store_event",
@@ -818,6 +819,28 @@ def _events_with_keys(
     )
 
 
+CORRELATION_LOCK_CLASS: Final = 1_886_547_830
+"""First key of the PostgreSQL advisory locks that order correlation per workspace."""
+
+
+def lock_correlation(session: Session, workspace_ids: Iterable[str], *, shared: bool) -> None:
+    """Order the two sides of correlation in a workspace (PostgreSQL; SQLite serialises
+    writers). A transaction that teaches an operation its keys holds the lock shared from
+    before it locks the operation's row until it commits; a correlator takes it exclusively
+    before it looks for candidates. Without it, an event stored while an action report is in
+    flight could be missed by both: the report's scan ran before the event was stored, the
+    correlator's candidate query before the report committed. Locks are taken in workspace
+    order, the advisory lock always before any row lock."""
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    for workspace_id in sorted(set(workspace_ids)):
+        session.execute(
+            text(f"SELECT {function}(:kind, hashtext(:workspace))"),
+            {"kind": CORRELATION_LOCK_CLASS, "workspace": workspace_id},
+        )
+
+
 def correlate_pending_events(
     session: Session, operation: Operation, now: datetime, *, result: IntakeResult | None = None
 ) -> list[int]:
@@ -827,6 +850,8 @@ def correlate_pending_events(
     timeout report, after learning a subject id): events that arrived before then are matched
     now. When a stored event of the subject's type carries the operation id as its idempotency
     key and the operation has no subject id yet, the operation learns it here. Idempotent.
+    The caller holds :func:`lock_correlation` (shared) for the workspace since before it locked
+    the operation's row.
     """
     contract = contract_of(session, operation)
     if contract is None:
@@ -1415,6 +1440,9 @@ def correlate_backlog(
     rows = list(session.execute(query).scalars())
     if not rows:
         return []
+    # No action report of these workspaces is between its key scan and its commit from here on
+    # (and the statements below see the reports that committed while this waited).
+    lock_correlation(session, {row.workspace_id for row in rows}, shared=False)
     keys: dict[int, dict[str, str]] = {}
     for pk, name, value in session.execute(
         select(EventKey.event_pk, EventKey.name, EventKey.value).where(

@@ -30,7 +30,7 @@ from shared.core.retry import retry_guidance
 from shared.core.types import Decision, EvidenceUsed, OperationState, Verdict
 from shared.db.models import Operation, Workspace
 from shared.db.tenants import new_id
-from shared.intake import correlate_pending_events
+from shared.intake import correlate_pending_events, lock_correlation
 from shared.operations import (
     ContractNotFound,
     change_state,
@@ -83,6 +83,9 @@ def load_operation(
         Operation.id == operation_id, Operation.workspace_id == workspace_id
     )
     if for_update:
+        # Before the row lock: a change that may teach the operation its keys must not
+        # interleave with a correlator of the workspace (shared.intake.lock_correlation).
+        lock_correlation(session, [workspace_id], shared=True)
         query = query.with_for_update()
     op = session.execute(query).scalar_one_or_none()
     if op is None:

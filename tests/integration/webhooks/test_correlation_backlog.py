@@ -20,7 +20,13 @@ from services.ingress.webhooks import correlation_requests
 from services.observer.correlate import correlate_pending
 from services.verdict.sweeper import Sweeper
 from shared.db.models import Event
-from shared.intake import correlate_backlog, correlate_pending_events, ingest_event, store_many
+from shared.intake import (
+    IntakeResult,
+    correlate_backlog,
+    correlate_pending_events,
+    ingest_event,
+    store_many,
+)
 from shared.settings import Settings
 
 from .conftest import (
@@ -185,6 +191,8 @@ def test_a_weak_link_becomes_strong_when_the_correlator_matches_strongly(
 
 
 def test_two_correlators_never_take_the_same_event(pg_engine: Engine, tenant: Tenant) -> None:
+    import threading
+
     t = int(time.time())
     bodies = [
         stripe_event(
@@ -198,14 +206,23 @@ def test_two_correlators_never_take_the_same_event(pg_engine: Engine, tenant: Te
     with Session(pg_engine) as session, session.begin():
         store_many(session, [delivery(tenant, b) for b in bodies])
     now = datetime.now(UTC)
+    others: list[IntakeResult] = []
+
+    def second() -> None:
+        # claims what the first left, then waits for the workspace's correlation lock
+        with Session(pg_engine) as session, session.begin():
+            others.extend(correlate_backlog(session, now=now))
+
     with Session(pg_engine) as first, first.begin():
         taken = correlate_backlog(first, now=now, limit=4)
         assert len(taken) == 4
-        # while the first holds its claim, a second correlator gets only the others
-        with Session(pg_engine) as second, second.begin():
-            others = correlate_backlog(second, now=now)
-        assert len(others) == 2
-        assert not {r.event_pk for r in taken} & {r.event_pk for r in others}
+        worker = threading.Thread(target=second)
+        worker.start()
+        worker.join(0.5)
+        assert worker.is_alive(), "the second correlator did not wait for the first"
+    worker.join(10)
+    assert len(others) == 2
+    assert not {r.event_pk for r in taken} & {r.event_pk for r in others}
     assert pending(pg_engine) == []
 
 
@@ -276,3 +293,50 @@ def test_a_burst_of_batches_is_asked_for_with_few_messages(
     sent = queue.llen(key) - queued
     assert 1 <= sent <= 24
     assert correlate_pending(pg_engine) == 24
+
+
+def test_a_correlator_waits_for_an_action_report_in_flight(
+    pg_engine: Engine, tenant: Tenant
+) -> None:
+    """The interleaving that would lose a link without the workspace's correlation lock: the
+    report scans the stored events, then an event is stored, then the correlator looks for
+    candidates — all before the report commits."""
+    import threading
+
+    from shared.db.models import Operation
+    from shared.intake import lock_correlation
+
+    op_id = add_operation(pg_engine, tenant, state="PENDING")
+    t = int(time.time())
+    body = stripe_event(
+        "evt_z1", "refund.updated", refund("re_Z1", status="succeeded", created=t), created=t
+    )
+    report = Session(pg_engine)
+    report.begin()
+    lock_correlation(report, [tenant.workspace_id], shared=True)
+    op = report.get(Operation, op_id, with_for_update=True)
+    assert op is not None
+    op.subject_id = "re_Z1"
+    op.action_result = {"id": "re_Z1"}
+    report.flush()
+    assert correlate_pending_events(report, op, datetime.now(UTC)) == []  # nothing stored yet
+    with Session(pg_engine) as session, session.begin():
+        store_many(session, [delivery(tenant, body)])
+    done = threading.Event()
+
+    def correlator() -> None:
+        with Session(pg_engine) as session, session.begin():
+            correlate_backlog(session, now=datetime.now(UTC))
+        done.set()
+
+    worker = threading.Thread(target=correlator)
+    worker.start()
+    try:
+        assert not done.wait(0.5), "the correlator did not wait for the report"
+    finally:
+        report.commit()
+        report.close()
+    assert done.wait(10)
+    worker.join()
+    assert links(pg_engine, op_id) == [("evt_z1", "resource_id", "strong")]
+    assert pending(pg_engine) == []

@@ -3,6 +3,12 @@
 The request or the task owns the transaction: it opens one with :func:`session_scope`, which
 commits on success and rolls back on any error. Repositories and the core never commit.
 
+PostgreSQL connections are checked before use only when they sat idle in the pool for more
+than ``IDLE_PING_AFTER_S`` (a connection that was used a moment ago is alive; pinging it on every
+checkout cost a round trip per transaction). A connection that the server dropped while in use
+fails its statement: SQLAlchemy then marks every pooled connection of that age as invalid, so
+the next checkouts reconnect, and the task's failure is recovered like any other (the sweeper).
+
 SQLite connections get WAL, foreign keys and a busy timeout, and every transaction starts with
 ``BEGIN IMMEDIATE`` so that two writers never deadlock on a lock upgrade: SQLite serialises
 writers, and a writer waits (up to the busy timeout) instead of failing.
@@ -11,12 +17,13 @@ writers, and a writer waits (up to the busy timeout) instead of failing.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -26,14 +33,21 @@ __all__ = [
     "is_postgres",
     "is_sqlite",
     "make_engine",
+    "read_connection",
     "session_factory",
     "session_scope",
 ]
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
+IDLE_PING_AFTER_S = 1.0
+"""A pooled PostgreSQL connection idle for longer than this is pinged before it is handed out."""
+
+_LAST_USED = "provely_last_used"
+
 _engines: dict[str, Engine] = {}
 _factories: dict[int, sessionmaker[Session]] = {}
+_autocommit: dict[int, tuple[Engine, Engine]] = {}
 _lock = threading.Lock()
 
 
@@ -64,6 +78,32 @@ def _install_sqlite_hooks(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _install_idle_ping(engine: Engine) -> None:
+    """Ping a pooled connection at checkout only when it has been idle (see the module doc)."""
+    dialect = engine.dialect
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(_dbapi_conn: Any, record: Any) -> None:
+        record.info[_LAST_USED] = time.monotonic()
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
+        if record is not None:
+            record.info[_LAST_USED] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        last = record.info.get(_LAST_USED)
+        if last is not None and time.monotonic() - last <= IDLE_PING_AFTER_S:
+            return
+        try:
+            alive = dialect.do_ping(dbapi_conn)
+        except Exception as error:  # the pool discards it and connects again
+            raise exc.DisconnectionError(f"idle connection is gone: {error}") from error
+        if not alive:
+            raise exc.DisconnectionError("idle connection is gone")
+
+
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """A new engine for ``url`` (not cached). Extra keyword arguments go to ``create_engine``."""
     url = _normalise_url(url)
@@ -77,10 +117,12 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         engine = create_engine(url, **kwargs)
         _install_sqlite_hooks(engine)
         return engine
-    kwargs.setdefault("pool_pre_ping", True)
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
-    return create_engine(url, **kwargs)
+    engine = create_engine(url, **kwargs)
+    if not kwargs.get("pool_pre_ping"):
+        _install_idle_ping(engine)
+    return engine
 
 
 def get_engine(url: str | None = None) -> Engine:
@@ -105,6 +147,7 @@ def dispose_engines() -> None:
             engine.dispose()
         _engines.clear()
         _factories.clear()
+        _autocommit.clear()
 
 
 def session_factory(engine: Engine | None = None) -> sessionmaker[Session]:
@@ -130,6 +173,31 @@ def session_scope(engine: Engine | None = None) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def _autocommit_engine(engine: Engine) -> Engine:
+    with _lock:
+        found = _autocommit.get(id(engine))
+        if found is None or found[0] is not engine:
+            found = (engine, engine.execution_options(isolation_level="AUTOCOMMIT"))
+            _autocommit[id(engine)] = found
+        return found[1]
+
+
+@contextmanager
+def read_connection(engine: Engine | None = None) -> Iterator[Connection]:
+    """A connection that only reads, and needs no snapshot shared between its statements.
+
+    On PostgreSQL each statement runs on its own (autocommit): no BEGIN and COMMIT round trips.
+    Elsewhere it is one transaction, ended when the block exits. Never write through it.
+    """
+    engine = engine or get_engine()
+    if engine.dialect.name != "postgresql":
+        with engine.begin() as connection:
+            yield connection
+        return
+    with _autocommit_engine(engine).connect() as connection:
+        yield connection
 
 
 def is_sqlite(engine: Engine) -> bool:

@@ -18,7 +18,7 @@ from services.observer.http_verifier import HttpTarget
 from shared.db.models import Connection
 from shared.settings import Settings
 
-__all__ = ["ConnectionMissing", "Readback", "auth_headers", "readback_for"]
+__all__ = ["ConnectionMissing", "Readback", "auth_headers", "readback_for", "readback_of"]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,12 @@ def readback_for(
     ).scalar_one_or_none()
     if connection is None:
         raise ConnectionMissing(f"workspace {workspace_id} has no {provider} connection")
+    return readback_of(connection, provider=provider, settings=settings)
+
+
+def readback_of(connection: Connection, *, provider: str, settings: Settings) -> Readback:
+    """The readback target of a connection row already loaded (the observer loads the
+    workspace's connections with the operation, in one query)."""
     headers = auth_headers(
         connection.auth_scheme, _api_key(connection, settings), connection.auth_header
     )

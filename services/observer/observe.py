@@ -25,13 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 import httpx
-from sqlalchemy import Engine, exists, select, update
+from sqlalchemy import Engine, Table, and_, bindparam, exists, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
-from services.observer.connections import ConnectionMissing, Readback, readback_for
+from services.observer.connections import Readback, readback_of
 from services.observer.http_verifier import read_http
 from services.observer.readings import Reading
 from services.observer.webhook_verifier import read_webhook
@@ -39,8 +40,8 @@ from shared.contract_cache import cached_contract_for
 from shared.core.engine import build_context
 from shared.core.expressions import fill_path_template
 from shared.core.types import ObservationStatus, OperationState
-from shared.db.models import Observation, Operation
-from shared.db.session import get_engine, session_scope
+from shared.db.models import Connection, Observation, Operation
+from shared.db.session import get_engine, read_connection, session_scope
 from shared.operations import change_state, facts_for
 from shared.ratelimit import RateLimiter, bucket_for
 from shared.receipts import needs_recheck
@@ -69,6 +70,110 @@ class _HttpJob:
     channel: str
     path: str | None
     provider: str = ""  # the channel's provider, whose connection the readback uses
+
+
+_OPS = cast(Table, Operation.__table__)
+_OBSERVATIONS = cast(Table, Observation.__table__)
+_CONNECTIONS = cast(Table, Connection.__table__)
+
+# What the observer reads of an operation: its checks, its contract's key and its facts. The
+# statements below are built once (building them and their cache keys cost more than running
+# them) and read Core rows; an Operation is made from a row only as a carrier of these values.
+_OP_COLUMNS = tuple(
+    _OPS.c[name]
+    for name in (
+        "id",
+        "workspace_id",
+        "contract_id",
+        "contract_version",
+        "contract_hash",
+        "custom_contract_id",
+        "state",
+        "final",
+        "fence",
+        "next_observation_at",
+        "subject_id",
+        "created_at",
+        "input",
+        "action_result",
+        "action_reported_at",
+        "action_phase",
+        "learned_keys",
+        "deadline",
+        "attempts",
+    )
+)
+_CONNECTION_COLUMNS = tuple(
+    _CONNECTIONS.c[name].label(f"conn_{name}")
+    for name in (
+        "id",
+        "provider",
+        "base_url",
+        "api_key_enc",
+        "auth_scheme",
+        "auth_header",
+        "rate_limit_per_second",
+    )
+)
+
+# One round trip: the operation, whether this fence was read already, and the workspace's
+# connections (one row each; a workspace has one connection per provider).
+_PREPARE = (
+    select(
+        *_OP_COLUMNS,
+        exists()
+        .where(
+            _OBSERVATIONS.c.operation_id == _OPS.c.id,
+            _OBSERVATIONS.c.fence == bindparam("fence"),
+        )
+        .label("seen"),
+        *_CONNECTION_COLUMNS,
+    )
+    .select_from(_OPS.outerjoin(_CONNECTIONS, _CONNECTIONS.c.workspace_id == _OPS.c.workspace_id))
+    .where(_OPS.c.id == bindparam("operation_id"))
+)
+
+# Counts the observation and loads the operation in one statement, only while it may be
+# observed: open and in an observable state, or VERIFIED with a recheck scheduled
+# (``needs_recheck``). The row stays locked until the observations are stored.
+_COUNT_ATTEMPT = (
+    update(_OPS)
+    .where(
+        _OPS.c.id == bindparam("operation_id"),
+        or_(
+            and_(_OPS.c.final.is_(False), _OPS.c.state.in_(OBSERVABLE_STATES)),
+            and_(
+                _OPS.c.final.is_(True),
+                _OPS.c.state == OperationState.VERIFIED.value,
+                _OPS.c.next_observation_at.is_not(None),
+            ),
+        ),
+    )
+    .values(attempts=_OPS.c.attempts + 1)
+    .returning(*_OP_COLUMNS)
+)
+_EXISTS = select(_OPS.c.id).where(_OPS.c.id == bindparam("operation_id"))
+# With RETURNING, SQLAlchemy sends the rows as one multi-row INSERT (not one per row).
+_INSERT_OBSERVATIONS = insert(_OBSERVATIONS).returning(_OBSERVATIONS.c.id)
+
+
+def _operation_of(row: Any) -> Operation:
+    """A detached Operation carrying the values of a row of ``_OP_COLUMNS``."""
+    return Operation(**{column.key: row[i] for i, column in enumerate(_OP_COLUMNS)})
+
+
+def _connection_of(row: Any) -> Connection | None:
+    if row.conn_id is None:
+        return None
+    return Connection(
+        id=row.conn_id,
+        provider=row.conn_provider,
+        base_url=row.conn_base_url,
+        api_key_enc=row.conn_api_key_enc,
+        auth_scheme=row.conn_auth_scheme,
+        auth_header=row.conn_auth_header,
+        rate_limit_per_second=row.conn_rate_limit_per_second,
+    )
 
 
 def _utcnow() -> datetime:
@@ -158,61 +263,57 @@ class Observer:
     def _prepare(
         self, operation_id: str, fence: int
     ) -> ObserveOutcome | tuple[list[_HttpJob], dict[str, Readback | str], datetime | None]:
-        with session_scope(self.engine) as session:
-            # One round trip: the operation, and whether this fence was read already.
-            seen = (
-                exists()
-                .where(Observation.operation_id == Operation.id, Observation.fence == fence)
-                .label("seen")
-            )
-            found = session.execute(
-                select(Operation, seen).where(Operation.id == operation_id)
-            ).one_or_none()
-            if found is None:
+        with read_connection(self.engine) as connection:
+            rows = connection.execute(
+                _PREPARE, {"operation_id": operation_id, "fence": fence}
+            ).all()
+            if not rows:
                 return ObserveOutcome.MISSING
-            op, already_read = found
+            op = _operation_of(rows[0])
+            already_read = rows[0].seen
             if (op.final or op.state not in OBSERVABLE_STATES) and not needs_recheck(op):
                 return ObserveOutcome.CLOSED
             if op.fence != fence:
                 return ObserveOutcome.STALE
             if already_read:
                 return ObserveOutcome.DUPLICATE
-            contract = cached_contract_for(session, op)
-            context = build_context(contract, facts_for(op))
-            jobs = [
-                _HttpJob(
-                    channel.name,
-                    fill_path_template(channel.http.path, context) if channel.http else None,
-                    channel.provider_of(contract),
-                )
-                for channel in contract.channels
-                if channel.verifier == "http"
-            ]
-            # Each channel reads through the connection of its own provider (a contract may
-            # read the user's app over http and a payment provider's events at once).
-            readbacks: dict[str, Readback | str] = {}
-            for provider in sorted({job.provider for job in jobs if job.path is not None}):
-                try:
-                    readbacks[provider] = readback_for(
-                        session,
-                        workspace_id=op.workspace_id,
-                        provider=provider,
-                        settings=self.settings,
-                    )
-                except ConnectionMissing:
-                    readbacks[provider] = "no_connection"
-                except Exception as exc:  # an undecryptable key: recorded, never raised
-                    log.warning("connection of %s unusable: %s", op.workspace_id, exc)
-                    readbacks[provider] = "connection_unusable"
-            return jobs, readbacks, op.next_observation_at
+            # A session only for a contract the process has not loaded yet.
+            contract = cached_contract_for(Session(bind=connection), op)
+        context = build_context(contract, facts_for(op))
+        jobs = [
+            _HttpJob(
+                channel.name,
+                fill_path_template(channel.http.path, context) if channel.http else None,
+                channel.provider_of(contract),
+            )
+            for channel in contract.channels
+            if channel.verifier == "http"
+        ]
+        # Each channel reads through the connection of its own provider (a contract may
+        # read the user's app over http and a payment provider's events at once).
+        connections = {c.provider: c for c in map(_connection_of, rows) if c is not None}
+        readbacks: dict[str, Readback | str] = {}
+        for provider in sorted({job.provider for job in jobs if job.path is not None}):
+            found = connections.get(provider)
+            if found is None:
+                readbacks[provider] = "no_connection"
+                continue
+            try:
+                readbacks[provider] = readback_of(found, provider=provider, settings=self.settings)
+            except Exception as exc:  # an undecryptable key: recorded, never raised
+                log.warning("connection of %s unusable: %s", op.workspace_id, exc)
+                readbacks[provider] = "connection_unusable"
+        return jobs, readbacks, op.next_observation_at
 
     def _store(self, operation_id: str, fence: int, readings: list[Reading]) -> ObserveOutcome:
         with session_scope(self.engine) as session:
-            op = session.get(Operation, operation_id)
-            if op is None:
-                return ObserveOutcome.MISSING
-            if (op.final or op.state not in OBSERVABLE_STATES) and not needs_recheck(op):
-                return ObserveOutcome.CLOSED
+            row = session.execute(_COUNT_ATTEMPT, {"operation_id": operation_id}).first()
+            if row is None:
+                # Nothing was written: the operation is gone, or closed since it was read.
+                found = session.execute(_EXISTS, {"operation_id": operation_id}).first()
+                return ObserveOutcome.CLOSED if found is not None else ObserveOutcome.MISSING
+            op = _operation_of(row)
+            op.attempts -= 1  # the facts as they were before this observation counted
             contract = cached_contract_for(session, op)
             context = build_context(contract, facts_for(op))
             for channel in contract.channels:
@@ -227,17 +328,14 @@ class Observer:
                             clock=self.clock,
                         )
                     )
-            for reading in readings:
-                session.add(_row(op, fence, reading))
-            session.flush()
-            session.execute(
-                update(Operation)
-                .where(Operation.id == operation_id)
-                .values(attempts=Operation.attempts + 1)
-                .execution_options(synchronize_session=False)
-            )
+            if readings:
+                session.execute(
+                    _INSERT_OBSERVATIONS, [_row(op, fence, reading) for reading in readings]
+                )
             if op.state == OperationState.ACTION_ACCEPTED.value:
-                self._start_observing(session, op)
+                loaded = session.get(Operation, operation_id)  # rare: once per operation
+                if loaded is not None:
+                    self._start_observing(session, loaded)
             _record_metrics(
                 readings, contract_channels={c.name: c.verifier for c in contract.channels}
             )
@@ -264,22 +362,22 @@ class Observer:
                 return
 
 
-def _row(op: Operation, fence: int, reading: Reading) -> Observation:
-    return Observation(
-        operation_id=op.id,
-        workspace_id=op.workspace_id,
-        fence=fence,
-        channel=reading.channel,
-        status=reading.status.value,
-        value=reading.value,
-        raw=reading.raw,
-        digest=reading.digest,
-        http_status=reading.http_status,
-        error=reading.error,
-        provider_timestamp=reading.provider_timestamp,
-        observed_at=reading.observed_at,
-        latency_ms=reading.latency_ms,
-    )
+def _row(op: Operation, fence: int, reading: Reading) -> dict[str, Any]:
+    return {
+        "operation_id": op.id,
+        "workspace_id": op.workspace_id,
+        "fence": fence,
+        "channel": reading.channel,
+        "status": reading.status.value,
+        "value": reading.value,
+        "raw": reading.raw,
+        "digest": reading.digest,
+        "http_status": reading.http_status,
+        "error": reading.error,
+        "provider_timestamp": reading.provider_timestamp,
+        "observed_at": reading.observed_at,
+        "latency_ms": reading.latency_ms,
+    }
 
 
 def _record_metrics(readings: list[Reading], *, contract_channels: dict[str, str]) -> None:

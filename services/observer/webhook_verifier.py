@@ -46,37 +46,42 @@ def known_key_values(op: Operation, correlation: dict[str, Any]) -> set[str]:
     return values
 
 
-# Built once: constructing this statement and its cache key costs more than running it.
+_EVENTS = Event.__table__
+_EVENT_KEYS = EventKey.__table__
+_OPERATION_EVENTS = OperationEvent.__table__
+
+# Built once: constructing this statement and its cache key costs more than running it. Core
+# columns: the rows are read as they are, no ORM loading.
 _CANDIDATE_EVENTS = (
     select(
-        Event.event_id,
-        Event.type,
-        Event.provider_timestamp,
-        Event.body,
-        Event.api_version,
-        Event.received_at,
-        Event.duplicates,
+        _EVENTS.c.event_id,
+        _EVENTS.c.type,
+        _EVENTS.c.provider_timestamp,
+        _EVENTS.c.body,
+        _EVENTS.c.api_version,
+        _EVENTS.c.received_at,
+        _EVENTS.c.duplicates,
     )
     .where(
-        Event.workspace_id == bindparam("workspace_id"),
-        Event.provider == bindparam("provider"),
-        Event.type.in_(bindparam("types", expanding=True)),
+        _EVENTS.c.workspace_id == bindparam("workspace_id"),
+        _EVENTS.c.provider == bindparam("provider"),
+        _EVENTS.c.type.in_(bindparam("types", expanding=True)),
         or_(
-            Event.id.in_(
-                select(OperationEvent.event_pk).where(
-                    OperationEvent.operation_id == bindparam("operation_id")
+            _EVENTS.c.id.in_(
+                select(_OPERATION_EVENTS.c.event_pk).where(
+                    _OPERATION_EVENTS.c.operation_id == bindparam("operation_id")
                 )
             ),
-            Event.id.in_(
-                select(EventKey.event_pk).where(
-                    EventKey.workspace_id == bindparam("workspace_id"),
-                    EventKey.provider == bindparam("provider"),
-                    EventKey.value.in_(bindparam("values", expanding=True)),
+            _EVENTS.c.id.in_(
+                select(_EVENT_KEYS.c.event_pk).where(
+                    _EVENT_KEYS.c.workspace_id == bindparam("workspace_id"),
+                    _EVENT_KEYS.c.provider == bindparam("provider"),
+                    _EVENT_KEYS.c.value.in_(bindparam("values", expanding=True)),
                 )
             ),
         ),
     )
-    .order_by(Event.provider_timestamp.desc(), Event.event_id.desc())
+    .order_by(_EVENTS.c.provider_timestamp.desc(), _EVENTS.c.event_id.desc())
     .limit(MAX_EVENTS)
 )
 

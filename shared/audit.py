@@ -15,11 +15,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Table, insert, select
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, make_transient_to_detached
 
 from shared.core.contract import canonical_json
 from shared.db.models import Transition, Workspace
@@ -85,6 +85,9 @@ def _row_hash(row: Transition) -> str:
         created_at=row.created_at,
     )
 
+
+_TRANSITIONS = cast(Table, Transition.__table__)
+_INSERT = insert(_TRANSITIONS).returning(_TRANSITIONS.c.id)
 
 _LOCK_SQL = "SELECT id FROM workspaces WHERE id = %s FOR NO KEY UPDATE"
 _LAST_SQL = "SELECT seq, hash FROM transitions WHERE workspace_id = %s ORDER BY seq DESC LIMIT 1"
@@ -160,7 +163,21 @@ def append_transition(
     prev_hash = GENESIS_HASH if last is None else last[1]
     # Store what is hashed: microsecond UTC, the precision both backends keep.
     created_at = now.astimezone(UTC)
-    row = Transition(
+    values: dict[str, Any] = {
+        "workspace_id": workspace_id,
+        "seq": seq,
+        "operation_id": operation_id,
+        "from_state": from_state,
+        "to_state": to_state,
+        "verdict": verdict,
+        "reason": reason,
+        "cause": cause,
+        "details": details,
+        "created_at": created_at,
+        "prev_hash": prev_hash,
+    }
+    values["hash"] = transition_hash(
+        prev_hash=prev_hash,
         workspace_id=workspace_id,
         seq=seq,
         operation_id=operation_id,
@@ -171,11 +188,12 @@ def append_transition(
         cause=cause,
         details=details,
         created_at=created_at,
-        prev_hash=prev_hash,
     )
-    row.hash = _row_hash(row)
+    values["id"] = session.execute(_INSERT, values).scalar_one()
+    # The stored row, as the session would hold it after a flush (no second INSERT).
+    row = Transition(**values)
+    make_transient_to_detached(row)
     session.add(row)
-    session.flush()
     return row
 
 

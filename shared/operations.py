@@ -21,13 +21,13 @@ Errors::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select, update
+from sqlalchemy import Table, bindparam, event, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -137,7 +137,31 @@ def provider_skill(provider: str) -> ProviderSkill | None:
     )
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
+def _dataclass_fields(kind: type) -> tuple[str, ...] | None:
+    names = _FIELDS.get(kind, ())
+    if names == ():
+        names = (
+            tuple(f.name for f in dataclasses.fields(kind))
+            if dataclasses.is_dataclass(kind)
+            else None
+        )
+        _FIELDS[kind] = names
+    return names
+
+
 def _jsonable(value: Any) -> Any:
+    kind = type(value)
+    # The common exact types first (the answer is the same as the general rules below).
+    if kind in _PLAIN:
+        return value
+    if kind is dict:
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [_jsonable(v) for v in value]
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, Enum):
@@ -146,8 +170,9 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    names = _dataclass_fields(kind)
+    if names is not None:
+        return {name: _jsonable(getattr(value, name)) for name in names}
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return str(value)  # the UNKNOWN sentinel and other markers
@@ -161,6 +186,19 @@ def decision_document(decision: Decision) -> dict[str, Any]:
         {"strategy": s, "assurance": a, "value": _jsonable(v)} for s, a, v in decision.correlation
     ]
     return doc
+
+
+_OPERATIONS = cast(Table, Operation.__table__)
+_COLUMN_OF = {attr.key: attr.columns[0].key for attr in Operation.__mapper__.column_attrs}
+"""Attribute name → column name (they differ for ``metadata_``)."""
+
+# Built once; the SET clause comes from the parameters' keys (SQLAlchemy compiles and caches
+# one form per set of columns written).
+_FENCED_UPDATE = update(_OPERATIONS).where(
+    _OPERATIONS.c.id == bindparam("_op_id"),
+    _OPERATIONS.c.version == bindparam("_op_version"),
+    _OPERATIONS.c.state == bindparam("_op_state"),
+)
 
 
 def change_state(
@@ -178,11 +216,14 @@ def change_state(
     details: dict[str, Any] | None = None,
     changes: Mapping[str, Any] | None = None,
     settings: Settings | None = None,
+    readings: Sequence[Any] | None = None,
 ) -> bool:
     """Move ``op`` to ``to_state`` with its verdict, fenced by ``op.version``.
 
     ``changes`` are other columns written by the same fenced UPDATE (e.g. the action report);
-    ``settings`` go to the receipt signer (default: the process settings).
+    ``settings`` go to the receipt signer (default: the process settings); ``readings``, the
+    latest readings ``decision`` was made from, read in this transaction, spare the receipt a
+    second read of them (see :func:`shared.receipts.issue_receipt`).
     Raises ``IllegalTransition`` when the lifecycle forbids the change. Returns False when the
     row changed underneath (another writer won); nothing is written then. A transition row is
     appended whenever the state, the verdict or the reason changes.
@@ -205,17 +246,11 @@ def change_state(
             decision_document(decision) if isinstance(decision, Decision) else dict(decision)
         )
         values["decided_at"] = now
-    result = session.execute(
-        update(Operation)
-        .where(
-            Operation.id == op.id,
-            Operation.version == op.version,
-            Operation.state == current.value,
-        )
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+    session.flush()  # what autoflush would have sent before the UPDATE
+    params = {_COLUMN_OF[key]: value for key, value in values.items()}
+    params.update(_op_id=op.id, _op_version=op.version, _op_state=current.value)
+    result = session.connection().execute(_FENCED_UPDATE, params)
+    if result.rowcount != 1:
         return False
     previous = (op.state, op.verdict, op.reason)
     for key, value in values.items():
@@ -228,7 +263,7 @@ def change_state(
         # other state change of the workspace waits on that lock meanwhile.
         from shared.receipts import issue_receipt
 
-        issue_receipt(session, op, now=now, settings=settings)
+        issue_receipt(session, op, now=now, settings=settings, latest=readings)
     if (target.value, verdict, reason) != previous:
         append_transition(
             session,
@@ -245,16 +280,29 @@ def change_state(
     return True
 
 
+_COUNTS_KEY = "provely_transitions_to_count"
+
+
 def _count_transition_on_commit(session: Session, state: str) -> None:
     """``provely_operation_transitions_total{state}`` counts the change once it is committed."""
-    from sqlalchemy import event
+    session.info.setdefault(_COUNTS_KEY, []).append(state)
 
+
+@event.listens_for(Session, "after_commit")
+def _count_committed_transitions(session: Session) -> None:
+    states = session.info.pop(_COUNTS_KEY, None)
+    if not states:
+        return
     from shared.observability import OPERATION_TRANSITIONS
 
-    def count(_session: Session) -> None:
+    for state in states:
         OPERATION_TRANSITIONS.labels(state=state).inc()
 
-    event.listen(session, "after_commit", count, once=True)
+
+@event.listens_for(Session, "after_soft_rollback")
+def _forget_rolled_back_transitions(session: Session, previous_transaction: Any) -> None:
+    if previous_transaction.parent is None:  # the outermost transaction: nothing was kept
+        session.info.pop(_COUNTS_KEY, None)
 
 
 def facts_for(op: Operation) -> OperationFacts:

@@ -300,6 +300,33 @@ def list_receipt_keys(session: Session) -> list[ReceiptKey]:
     return list(session.execute(select(ReceiptKey)).scalars())
 
 
+_ACTIVE_ID: Any = None
+
+
+def active_key_columns() -> Any:
+    """A statement for the active key: ``key_id`` and ``has_private`` (its private half is
+    stored); no row when there is none. Callers may read it as a subquery with other reads."""
+    from sqlalchemy import select
+
+    from shared.db.models import ReceiptKey
+
+    table = ReceiptKey.__table__
+    return (
+        select(table.c.key_id, table.c.private_key_enc.is_not(None).label("has_private"))
+        .where(table.c.status == ACTIVE)
+        .order_by(table.c.created_at.desc())
+        .limit(1)
+    )
+
+
+def _active_id_statement() -> Any:
+    """Built once (see :func:`active_key_columns`)."""
+    global _ACTIVE_ID
+    if _ACTIVE_ID is None:
+        _ACTIVE_ID = active_key_columns()
+    return _ACTIVE_ID
+
+
 def _active_row(session: Session) -> ReceiptKey | None:
     from sqlalchemy import select
 
@@ -404,17 +431,36 @@ def _from_file(session: Session, path: Path, *, now: datetime, settings: Setting
     return SigningKey(key_id, private)
 
 
+_UNREAD: Any = object()
+
+
 def active_signing_key(
-    session: Session, *, now: datetime, settings: Settings | None = None
+    session: Session,
+    *,
+    now: datetime,
+    settings: Settings | None = None,
+    active: tuple[str, bool] | None = _UNREAD,
 ) -> SigningKey:
     """The key that signs receipts now; created (or registered from the file) on first use.
 
     Runs in the caller's transaction. Raises ReceiptKeyError with a one-line reason when the
-    key cannot be loaded.
+    key cannot be loaded. ``active``: the active key's id and whether its private half is
+    stored (None: no active key), when the caller read them already in this transaction with
+    :func:`active_key_columns`.
     """
     settings = _settings(settings)
     if settings.receipt_key_file is not None:
         return _from_file(session, settings.receipt_key_file, now=now, settings=settings)
+    if active is _UNREAD:
+        row_found = session.execute(_active_id_statement()).first()
+        active = None if row_found is None else (row_found.key_id, bool(row_found.has_private))
+    if active is not None:
+        # The usual case: the active key is stored and this process has decrypted it before.
+        key_id, has_private = active
+        with _cache_lock:
+            cached = _cache.get(key_id)
+        if cached is not None and has_private:
+            return SigningKey(key_id, cached)
     row = _active_row(session)
     if row is None:
         _lock_keys(session)

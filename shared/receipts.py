@@ -25,11 +25,11 @@ Errors::
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from shared.core.receipt import (
     ALGORITHM,
@@ -46,6 +46,7 @@ from shared.core.types import ConditionResult, Decision, OperationState, Verdict
 from shared.receipt_keys import KeyRing, active_signing_key, sign_payload, verify_payload
 
 if TYPE_CHECKING:
+    from sqlalchemy import Table
     from sqlalchemy.orm import Session
 
     from shared.db.models import Operation, Receipt
@@ -161,24 +162,34 @@ def _counted(entry: Mapping[str, Any]) -> bool:
     return bool(entry.get("used")) or (entry.get("status") == "ok" and bool(entry.get("fresh")))
 
 
-def _webhook_readings(
-    session: Session, operation: Operation, wanted: Sequence[tuple[str, datetime | None]]
-) -> dict[tuple[str, datetime | None], list[Any]]:
-    """The event bodies each wanted webhook reading counted, by (channel, observed_at)."""
-    from sqlalchemy import select
+_WEBHOOK_READINGS: Any = None
 
-    from shared.db.models import Observation
 
-    if not wanted:
-        return {}
-    rows = session.execute(
-        select(Observation.channel, Observation.observed_at, Observation.value)
-        .where(
-            Observation.operation_id == operation.id,
-            Observation.channel.in_(sorted({channel for channel, _ in wanted})),
+def _webhook_readings_statement() -> Any:
+    """Built once: the observations (channel, time, value) of some channels of an operation."""
+    global _WEBHOOK_READINGS
+    if _WEBHOOK_READINGS is None:
+        from sqlalchemy import bindparam, select
+
+        from shared.db.models import Observation
+
+        table = Observation.__table__
+        _WEBHOOK_READINGS = (
+            select(table.c.channel, table.c.observed_at, table.c.value)
+            .where(
+                table.c.operation_id == bindparam("operation_id"),
+                table.c.channel.in_(bindparam("channels", expanding=True)),
+            )
+            .order_by(table.c.observed_at, table.c.id)
         )
-        .order_by(Observation.observed_at, Observation.id)
-    ).all()
+    return _WEBHOOK_READINGS
+
+
+def _bodies_by_reading(
+    rows: Iterable[Any], wanted: Sequence[tuple[str, datetime | None]]
+) -> dict[tuple[str, datetime | None], list[Any]]:
+    """The event bodies of ``rows`` (channel, observed_at, value; by time, then id) that the
+    wanted readings name; ``(channel, None)`` names the channel's latest reading."""
     found: dict[tuple[str, datetime | None], list[Any]] = {}
     for channel, observed_at, value in rows:
         bodies = value.get("events") if isinstance(value, Mapping) else None
@@ -189,6 +200,55 @@ def _webhook_readings(
         if (channel, None) in wanted:
             found[(channel, None)] = bodies  # no time given: the latest reading
     return found
+
+
+def _from_latest(
+    latest: Sequence[Any], wanted: Sequence[tuple[str, datetime | None]]
+) -> dict[tuple[str, datetime | None], list[Any]] | None:
+    """What :func:`_webhook_readings` answers, taken from the latest readings of each channel
+    (the rows the decision was made from, ordered by id), or None when they cannot tell.
+
+    Every stored reading of a channel at its latest time is among them, so a wanted reading at
+    that time gets the same bodies; a reading at an earlier time, or a channel whose latest
+    readings hold no events, needs the query."""
+    newest: dict[str, datetime] = {}
+    for row in latest:
+        if row.channel not in newest or row.observed_at > newest[row.channel]:
+            newest[row.channel] = row.observed_at
+    channels = {channel for channel, _ in wanted}
+    rows = [
+        (row.channel, row.observed_at, row.value)
+        for row in latest
+        if row.channel in channels and row.observed_at == newest[row.channel]
+    ]
+    found = _bodies_by_reading(rows, wanted)
+    for channel, observed_at in wanted:
+        if observed_at is None:
+            if (channel, None) not in found:
+                return None
+        elif observed_at != newest.get(channel):
+            return None
+    return found
+
+
+def _webhook_readings(
+    session: Session,
+    operation: Operation,
+    wanted: Sequence[tuple[str, datetime | None]],
+    latest: Sequence[Any] | None = None,
+) -> dict[tuple[str, datetime | None], list[Any]]:
+    """The event bodies each wanted webhook reading counted, by (channel, observed_at)."""
+    if not wanted:
+        return {}
+    if latest is not None:
+        known = _from_latest(latest, wanted)
+        if known is not None:
+            return known
+    rows = session.execute(
+        _webhook_readings_statement(),
+        {"operation_id": operation.id, "channels": sorted({channel for channel, _ in wanted})},
+    ).all()
+    return _bodies_by_reading(rows, wanted)
 
 
 def _stored_events(
@@ -224,7 +284,11 @@ def _body_key(body: Any) -> int:
 
 
 def _evidence(
-    session: Session, operation: Operation, decision: Mapping[str, Any], webhook: set[str]
+    session: Session,
+    operation: Operation,
+    decision: Mapping[str, Any],
+    webhook: set[str],
+    latest: Sequence[Any] | None = None,
 ) -> list[ReceiptEvidence]:
     """The receipt's evidence: readbacks by their digest, webhook readings expanded into one
     entry per stored event they counted (falling back to the reading's own digest when an
@@ -235,7 +299,7 @@ def _evidence(
         for e in entries
         if str(e.get("channel")) in webhook
     ]
-    readings = _webhook_readings(session, operation, wanted)
+    readings = _webhook_readings(session, operation, wanted, latest)
     all_bodies = [b for bodies in readings.values() for b in bodies]
     stored = _stored_events(session, operation, all_bodies) if all_bodies else {}
     found: list[ReceiptEvidence] = []
@@ -273,19 +337,63 @@ def _evidence(
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class _IssueStatements:
+    # One read: the active signing key (key_id, has_private) joined with the operation's
+    # current receipts (id; locked, oldest first). One row with NULLs when neither exists.
+    current: Any
+    insert: Any
+
+
+_ISSUE: _IssueStatements | None = None
+
+
+def _issue_statements() -> _IssueStatements:
+    """Built once: constructing statements and their cache keys costs more than running them."""
+    global _ISSUE
+    if _ISSUE is None:
+        from sqlalchemy import bindparam, insert, literal, select, true
+
+        from shared.db.models import Receipt
+        from shared.receipt_keys import active_key_columns
+
+        table = cast("Table", Receipt.__table__)
+        one = select(literal(1).label("one")).subquery("one")
+        key = active_key_columns().subquery("active_key")
+        current = (
+            select(table.c.id, table.c.created_at)
+            .where(table.c.operation_id == bindparam("operation_id"), table.c.current.is_(True))
+            .with_for_update()
+            .subquery("current_receipts")
+        )
+        _ISSUE = _IssueStatements(
+            current=select(key.c.key_id, key.c.has_private, current.c.id)
+            .select_from(one.outerjoin(key, true()).outerjoin(current, true()))
+            .order_by(current.c.created_at),
+            insert=insert(table),
+        )
+    return _ISSUE
+
+
 def issue_receipt(
     session: Session,
     operation: Operation,
     *,
     now: datetime,
     settings: Settings | None = None,
+    latest: Sequence[Any] | None = None,
 ) -> Receipt:
     """Sign and store the receipt of ``operation``'s final verdict (in the caller's transaction).
 
     Refuses an open operation (``ReceiptNotIssuable``). When the operation already has a current
     receipt, the new one supersedes it: the old row is kept as it was, only ``current`` drops.
+    ``latest``: the latest readings the decision was made from, read in this transaction (rows
+    with ``channel``, ``observed_at`` and ``value``, ordered by id); the webhook evidence is
+    taken from them when they hold it, instead of read again.
     """
-    from sqlalchemy import select
+    from sqlalchemy import update
+    from sqlalchemy.orm import make_transient_to_detached
+    from sqlalchemy.orm.attributes import set_committed_value
 
     from shared.core.state_machine import is_final
     from shared.db.models import Receipt
@@ -297,23 +405,21 @@ def issue_receipt(
     if verdict is None or verdict not in Verdict.__members__ or verdict == Verdict.PENDING:
         raise ReceiptNotIssuable(f"operation {operation.id} has no final verdict ({verdict})")
 
-    previous = list(
-        session.execute(
-            select(Receipt)
-            .where(Receipt.operation_id == operation.id, Receipt.current.is_(True))
-            .order_by(Receipt.created_at)
-            .with_for_update()
-        ).scalars()
-    )
+    session.flush()  # what autoflush would have sent before the reads below
+    table = cast("Table", Receipt.__table__)
+    statements = _issue_statements()
+    read = session.execute(statements.current, {"operation_id": operation.id}).all()
+    previous = [row.id for row in read if row.id is not None]
+    active = None if read[0].key_id is None else (read[0].key_id, bool(read[0].has_private))
     contract = contract_for(session, operation)
     decision: Mapping[str, Any] = operation.decision or {}
     webhook = {c.name for c in contract.channels if c.verifier == "webhook"}
-    evidence = _evidence(session, operation, decision, webhook)
+    evidence = _evidence(session, operation, decision, webhook, latest)
     decided_at = _utc(operation.decided_at or now)
     observed = [e.observed_at for e in evidence if e.observed_at is not None]
     valid_as_of = max(observed) if observed else decided_at
     receipt_id = _new_receipt_id()
-    supersedes = previous[-1].id if previous else None
+    supersedes = previous[-1] if previous else None
     subject_id = operation.subject_id
     if subject_id is None:
         subject_id = decision.get("subject_id")
@@ -343,24 +449,31 @@ def issue_receipt(
         supersedes=supersedes,
         claimable=operation.state != OperationState.HUMAN_REVIEW,
     )
-    key = active_signing_key(session, now=now, settings=settings)
+    key = active_signing_key(session, now=now, settings=settings, active=active)
     signature = sign_payload(key.private_key, signing_payload(body))
-    for old in previous:
-        old.current = False
-    session.flush()
-    row = Receipt(
-        id=receipt_id,
-        operation_id=operation.id,
-        workspace_id=operation.workspace_id,
-        body=body,
-        signature=signature,
-        key_id=key.key_id,
-        supersedes=supersedes,
-        current=True,
-        created_at=now,
-    )
+    if previous:
+        # The old rows stop being current; their body and signature are never touched.
+        session.execute(update(table).where(table.c.id.in_(previous)).values(current=False))
+        for old_id in previous:
+            loaded = session.identity_map.get(session.identity_key(Receipt, old_id))
+            if loaded is not None:
+                set_committed_value(loaded, "current", False)
+    values = {
+        "id": receipt_id,
+        "operation_id": operation.id,
+        "workspace_id": operation.workspace_id,
+        "body": body,
+        "signature": signature,
+        "key_id": key.key_id,
+        "supersedes": supersedes,
+        "current": True,
+        "created_at": now,
+    }
+    session.execute(statements.insert, values)
+    # The stored row, as the session would hold it after a flush (no second INSERT).
+    row = Receipt(**values)
+    make_transient_to_detached(row)
     session.add(row)
-    session.flush()
     return row
 
 

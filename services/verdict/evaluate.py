@@ -26,9 +26,10 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Engine, bindparam, func, select, update
-from sqlalchemy.orm import Session, load_only
+from sqlalchemy.orm import Session
 
 from shared.contract_cache import cached_contract_for
 from shared.core.contract import Timing
@@ -82,7 +83,7 @@ class EvaluateOutcome:
     plan: Plan
 
 
-def _obs(row: ObservationRow) -> Observation:
+def _obs(row: Any) -> Observation:
     return Observation(
         channel=row.channel,
         observed_at=row.observed_at,
@@ -98,45 +99,48 @@ def latest_observations(session: Session, operation_id: str) -> list[Observation
     return [_obs(row) for row in _latest_rows(session, operation_id)]
 
 
-_OBS_COLUMNS = (
-    ObservationRow.channel,
-    ObservationRow.observed_at,
-    ObservationRow.status,
-    ObservationRow.value,
-    ObservationRow.provider_timestamp,
-    ObservationRow.digest,
-    ObservationRow.fence,
-)
+_OBSERVATIONS = ObservationRow.__table__
 
 # Built once: constructing this statement and its cache key costs more than running it.
 _NEWEST = (
-    select(ObservationRow.channel, func.max(ObservationRow.observed_at).label("at"))
-    .where(ObservationRow.operation_id == bindparam("operation_id"))
-    .group_by(ObservationRow.channel)
+    select(_OBSERVATIONS.c.channel, func.max(_OBSERVATIONS.c.observed_at).label("at"))
+    .where(_OBSERVATIONS.c.operation_id == bindparam("operation_id"))
+    .group_by(_OBSERVATIONS.c.channel)
     .subquery()
 )
 _LATEST_ROWS = (
-    select(ObservationRow)
-    .options(load_only(*_OBS_COLUMNS))
+    select(
+        _OBSERVATIONS.c.channel,
+        _OBSERVATIONS.c.observed_at,
+        _OBSERVATIONS.c.status,
+        _OBSERVATIONS.c.value,
+        _OBSERVATIONS.c.provider_timestamp,
+        _OBSERVATIONS.c.digest,
+        _OBSERVATIONS.c.fence,
+    )
     .join(
         _NEWEST,
-        (ObservationRow.channel == _NEWEST.c.channel)
-        & (ObservationRow.observed_at == _NEWEST.c.at),
+        (_OBSERVATIONS.c.channel == _NEWEST.c.channel)
+        & (_OBSERVATIONS.c.observed_at == _NEWEST.c.at),
     )
-    .where(ObservationRow.operation_id == bindparam("operation_id"))
-    .order_by(ObservationRow.id)
+    .where(_OBSERVATIONS.c.operation_id == bindparam("operation_id"))
+    .order_by(_OBSERVATIONS.c.id)
 )
 
 
-def _latest_rows(session: Session, operation_id: str) -> list[ObservationRow]:
-    return list(session.execute(_LATEST_ROWS, {"operation_id": operation_id}).scalars())
+# The operation, as session.get loads it in a new session (which builds its statement anew
+# on every call).
+_LOAD = select(Operation).where(Operation.id == bindparam("operation_id"))
 
 
-def _fence_observed_at(
-    session: Session, op: Operation, latest: list[ObservationRow]
-) -> datetime | None:
+def _latest_rows(session: Session, operation_id: str) -> list[Any]:
+    """Core rows (channel, observed_at, status, value, provider_timestamp, digest, fence)."""
+    return list(session.execute(_LATEST_ROWS, {"operation_id": operation_id}).all())
+
+
+def _fence_observed_at(session: Session, op: Operation, latest: list[Any]) -> datetime | None:
     """When the current fence was observed (its latest reading), or None when it was not."""
-    seen = [row.observed_at for row in latest if row.fence == op.fence]
+    seen: list[datetime] = [row.observed_at for row in latest if row.fence == op.fence]
     if seen:
         return max(seen)
     return session.scalar(
@@ -214,6 +218,7 @@ def evaluate_in_session(
         cause=cause,
         now=now,
         changes=changes,
+        readings=latest,
     ):
         raise LostRace(op.id)
     _record_verdict(decision)
@@ -225,7 +230,7 @@ def _schedule_next(
     op: Operation,
     *,
     timing: Timing,
-    latest: list[ObservationRow],
+    latest: list[Any],
     now: datetime,
     deadline: datetime,
     settings: Settings,
@@ -302,7 +307,7 @@ def evaluate_operation(
     for _ in range(MAX_RACES):
         try:
             with session_scope(engine) as session:
-                op = session.get(Operation, operation_id)
+                op = session.execute(_LOAD, {"operation_id": operation_id}).scalar_one_or_none()
                 if op is not None and needs_recheck(op):
                     # A late event asked for one more reading of a VERIFIED operation.
                     recheck_verified(

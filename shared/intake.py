@@ -1428,15 +1428,18 @@ def correlate_backlog(
 ) -> list[IntakeResult]:
     """Claim up to ``limit`` stored events that no correlator has matched yet (oldest first;
     only those received before ``received_before`` when given) and :func:`correlate_stored`
-    them. On PostgreSQL the rows are claimed with ``FOR UPDATE SKIP LOCKED``, so correlators
-    running at once never take the same event. The caller commits, then dispatches the wakes.
+    them. On PostgreSQL the rows are claimed with ``FOR NO KEY UPDATE SKIP LOCKED``, so
+    correlators running at once never take the same event, while a transaction that links a
+    claimed event from the operation's side (its foreign key check takes ``FOR KEY SHARE``)
+    does not wait for the claim — it holds the workspace's correlation lock the claimer is
+    about to wait for. The caller commits, then dispatches the wakes.
     """
     query = select(Event).where(Event.correlated_at.is_(None))
     if received_before is not None:
         query = query.where(Event.received_at < received_before)
     query = query.order_by(Event.id).limit(limit)
     if session.get_bind().dialect.name == "postgresql":
-        query = query.with_for_update(skip_locked=True)
+        query = query.with_for_update(skip_locked=True, key_share=True)
     rows = list(session.execute(query).scalars())
     if not rows:
         return []

@@ -72,7 +72,9 @@ def test_workspace_keys_and_connections(cli: Cli) -> None:
     missing = cli.run("workspace", "create", "acme", expect=2)
     assert "provely db upgrade" in missing.stderr
     cli.run("db", "upgrade")
-    assert "0001" in cli.run("db", "current").stdout
+    current = cli.run("db", "current").stdout
+    assert "current: 0002" in current
+    assert "head: 0002" in current
     created = cli.json("workspace", "create", "acme")
     assert set(created) == {"workspace_id", "api_key"}
     ws, first_key = created["workspace_id"], created["api_key"]

@@ -340,3 +340,61 @@ def test_a_correlator_waits_for_an_action_report_in_flight(
     worker.join()
     assert links(pg_engine, op_id) == [("evt_z1", "resource_id", "strong")]
     assert pending(pg_engine) == []
+
+
+def test_a_report_links_an_event_a_correlator_has_claimed_without_deadlock(
+    pg_engine: Engine, tenant: Tenant
+) -> None:
+    """The report holds the workspace's correlation lock (shared) and the operation's row; a
+    correlator claims the stored event, then waits for the lock; the report links the claimed
+    event (its foreign key check locks the event row for key share) and commits. The claim must
+    not block that link, or the two wait for each other."""
+    import threading
+
+    from shared.db.models import Operation
+    from shared.intake import lock_correlation
+
+    op_id = add_operation(
+        pg_engine, tenant, state="PENDING", input={"charge": "ch_K", "amount": 3, "currency": "eur"}
+    )
+    t = int(time.time())
+    body = stripe_event(
+        "evt_k1",
+        "refund.created",
+        refund("re_K1", status="pending", charge="ch_K", amount=3, created=t),
+        created=t,
+        idempotency_key=op_id,
+    )
+    with Session(pg_engine) as session, session.begin():
+        store_many(session, [delivery(tenant, body)])
+    report = Session(pg_engine)
+    report.begin()
+    lock_correlation(report, [tenant.workspace_id], shared=True)
+    op = report.get(Operation, op_id, with_for_update=True)
+    assert op is not None
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def correlator() -> None:
+        try:
+            with Session(pg_engine) as session, session.begin():
+                correlate_backlog(session, now=datetime.now(UTC))
+        except BaseException as exc:
+            failures.append(exc)
+        done.set()
+
+    worker = threading.Thread(target=correlator)
+    worker.start()
+    try:
+        assert not done.wait(0.5)  # claimed, waiting for the lock
+        linked = correlate_pending_events(report, op, datetime.now(UTC))
+        assert len(linked) == 1
+        report.commit()
+    finally:
+        report.close()
+    assert done.wait(10)
+    worker.join()
+    assert failures == []
+    assert links(pg_engine, op_id) == [("evt_k1", "idempotency_key", "strong")]
+    assert load_operation(pg_engine, op_id).subject_id == "re_K1"
+    assert pending(pg_engine) == []

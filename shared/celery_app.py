@@ -62,9 +62,12 @@ VERDICT_QUEUE = "verdict"
 EMBEDDED_POLLING_INTERVAL_S = 0.1
 """How often an idle embedded worker looks for new messages in the SQLite broker."""
 
-MAX_COUNTDOWN_S = 600.0
-"""The longest countdown put on a message. A later observation is sent by the sweeper when it
-comes due: a Redis message held longer than the visibility timeout would be delivered twice."""
+MAX_COUNTDOWN_S = 60.0
+"""The longest countdown put on a message (the longest wait of the shipped contracts' polling).
+A later observation is sent by the sweeper when it comes due. A worker holds every countdown
+message it has taken until it is due, so this bounds what the observer keeps in memory to the
+observations of the next minute, however many operations wait longer (and keeps any message far
+inside the broker's visibility timeout, past which Redis would deliver it twice)."""
 
 REDIS_VISIBILITY_TIMEOUT_S = 1800
 """Redis redelivers an unacknowledged message after this long. It must exceed the longest

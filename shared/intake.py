@@ -1290,23 +1290,33 @@ def correlate_stored(
     """
     if not pending:
         return
-    if session.get_bind().dialect.name != "postgresql":
-        for d, r in pending:
-            assert r.event_pk is not None
-            correlate_event(
-                session,
-                event_pk=r.event_pk,
-                workspace_id=d.workspace_id,
-                provider=d.provider,
-                event=d.event,
-                now=now,
-                result=r,
-            )
-        woken = dict(wake_operations(session, {op for _, r in pending for op in r.to_wake}, now))
-        for _, r in pending:
-            r.wakes = [(op, woken[op]) for op in r.to_wake if op in woken]
-        _mark_correlated(session, [r.event_pk for _, r in pending if r.event_pk is not None], now)
-        return
+    if session.get_bind().dialect.name == "postgresql":
+        slow = _link_batch(session, pending, now)
+        wake = _wake_many
+    else:
+        slow, wake = list(pending), wake_operations
+    for d, r in slow:
+        assert r.event_pk is not None
+        correlate_event(
+            session,
+            event_pk=r.event_pk,
+            workspace_id=d.workspace_id,
+            provider=d.provider,
+            event=d.event,
+            now=now,
+            result=r,
+        )
+    woken = dict(wake(session, {op for _, r in pending for op in r.to_wake}, now))
+    for _, r in pending:
+        r.wakes = [(op, woken[op]) for op in r.to_wake if op in woken]
+    _mark_correlated(session, [r.event_pk for _, r in pending if r.event_pk is not None], now)
+
+
+def _link_batch(
+    session: Session, pending: Sequence[tuple[Delivery, IntakeResult]], now: datetime
+) -> list[tuple[Delivery, IntakeResult]]:
+    """PostgreSQL: link the pending events with one candidate query and one link insert;
+    return the events that may teach an operation its subject id (left to go one by one)."""
     candidates = _candidates(session, pending)
     # Indexes of the candidates by what an event can match them on (no event scans them all).
     by_idempotency: dict[tuple[str, str], list[_Candidate]] = {}
@@ -1402,21 +1412,7 @@ def correlate_stored(
                 assert row is not None
                 for hook in list(_late_hooks):
                     hook(session, op, row, now)
-    for d, r in slow:
-        assert r.event_pk is not None
-        correlate_event(
-            session,
-            event_pk=r.event_pk,
-            workspace_id=d.workspace_id,
-            provider=d.provider,
-            event=d.event,
-            now=now,
-            result=r,
-        )
-    woken = dict(_wake_many(session, {op for _, r in pending for op in r.to_wake}, now))
-    for _, r in pending:
-        r.wakes = [(op, woken[op]) for op in r.to_wake if op in woken]
-    _mark_correlated(session, [r.event_pk for _, r in pending if r.event_pk is not None], now)
+    return slow
 
 
 def correlate_backlog(

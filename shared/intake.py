@@ -29,8 +29,10 @@ Events whose api version is not one of the contract's are stored and linked like
 core's reduction (``shared.core.events.reduce_events``) sets them aside using
 ``events.api_version``, which :func:`event_record` hands over.
 
-:func:`ingest_event` does steps 2 to 4 for one delivery; :func:`ingest_many` does the same for the
-deliveries that arrived together, in one transaction with set-based statements (group commit).
+:func:`ingest_event` does steps 2 to 4 for one delivery. The webhook intake splits them: it
+stores the deliveries that arrived together with :func:`store_many` (one statement) and answers;
+a correlator then claims the stored events with :func:`correlate_backlog`, which links and wakes
+them with :func:`correlate_stored` (set-based statements on PostgreSQL).
 
 The caller owns the transaction; nothing here commits.
 
@@ -77,7 +79,6 @@ __all__ = [
     "event_shape_for",
     "fingerprint_key_names",
     "ingest_event",
-    "ingest_many",
     "lock_correlation",
     "parse_event",
     "register_late_event_hook",
@@ -979,7 +980,7 @@ def ingest_event(
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    """One verified, parsed delivery for :func:`store_many` / :func:`ingest_many`."""
+    """One verified, parsed delivery for :func:`store_many`."""
 
     workspace_id: str
     provider: str
@@ -1097,19 +1098,6 @@ def _mark_correlated(session: Session, event_pks: Sequence[int], now: datetime) 
             .values(correlated_at=now)
             .execution_options(synchronize_session=False)
         )
-
-
-def ingest_many(session: Session, deliveries: Sequence[Delivery]) -> list[IntakeResult]:
-    """:func:`ingest_event` for several deliveries in one transaction (group commit):
-    :func:`store_many`, then :func:`correlate_stored` for the events that are new.
-
-    Same results as calling :func:`ingest_event` for each delivery in turn.
-    """
-    results = store_many(session, deliveries)
-    fresh = [(d, r) for d, r in zip(deliveries, results, strict=True) if r.event_pk is not None]
-    if fresh:
-        correlate_stored(session, fresh, now=max(d.now for d in deliveries))
-    return results
 
 
 def store_many(db: Session | Connection, deliveries: Sequence[Delivery]) -> list[IntakeResult]:

@@ -1,5 +1,6 @@
-"""Group commit: ``ingest_many`` gives, in one transaction, what ``ingest_event`` gives one by
-one — stored rows, duplicate counters, links (strong, weak, learned subject ids) and wakes."""
+"""Group commit: ``store_many`` then ``correlate_stored`` give, in one transaction, what
+``ingest_event`` gives one by one — stored rows, duplicate counters, links (strong, weak,
+learned subject ids) and wakes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from shared.db.models import Event
-from shared.intake import Delivery, ingest_event, ingest_many, parse_event
+from shared.intake import Delivery, correlate_stored, ingest_event, parse_event, store_many
 from shared.registry import get_registry
 from shared.signatures import VerifiedDelivery
 
@@ -86,7 +87,9 @@ def snapshot(engine: Engine, ops: list[str]) -> tuple[object, ...]:
 def test_a_batch_equals_one_by_one(pg_engine: Engine, tenant: Tenant) -> None:
     ops, deliveries = scenario(pg_engine, tenant)
     with Session(pg_engine) as session, session.begin():
-        results = ingest_many(session, deliveries)
+        results = store_many(session, deliveries)
+        fresh = [(d, r) for d, r in zip(deliveries, results, strict=True) if not r.duplicate]
+        correlate_stored(session, fresh, now=max(d.now for d in deliveries))
     assert [r.duplicate for r in results] == [False, False, True, False, False, False]
     batched = snapshot(pg_engine, ops)
     wakes = sorted({w for r in results for w in r.wakes})

@@ -24,7 +24,6 @@ from shared.intake import (
     IntakeResult,
     correlate_backlog,
     correlate_pending_events,
-    ingest_event,
     store_many,
 )
 from shared.settings import Settings
@@ -40,7 +39,7 @@ from .conftest import (
     signed,
     stripe_event,
 )
-from .test_group_commit import delivery, scenario, snapshot
+from .test_group_commit import delivery, one_by_one, scenario, snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -104,22 +103,7 @@ def test_stored_then_correlated_later_equals_correlated_at_intake(
     later = snapshot(pg_engine, ops)
     wakes = sorted({w for r in results for w in r.wakes})
 
-    from shared.db.tenants import create_workspace
-
-    with Session(pg_engine) as session, session.begin():
-        ws, _ = create_workspace(session, "at-intake", now=datetime.now(UTC))
-        second = Tenant(ws.id)
-    ops2, deliveries2 = scenario(pg_engine, second)
-    for d in deliveries2:
-        with Session(pg_engine) as session, session.begin():
-            ingest_event(
-                session,
-                workspace_id=d.workspace_id,
-                provider=d.provider,
-                event=d.event,
-                raw=d.raw,
-                now=d.now,
-            )
+    _, ops2 = one_by_one(pg_engine)
     assert later[1] == snapshot(pg_engine, ops2)[1]
     assert [op for op, _ in wakes] == sorted([ops[0], ops[1], ops[2]])
     assert load_operation(pg_engine, ops[2]).subject_id == "re_T"

@@ -84,6 +84,28 @@ def snapshot(engine: Engine, ops: list[str]) -> tuple[object, ...]:
     return tuple(events), tuple(map(str, state))
 
 
+def one_by_one(engine: Engine) -> tuple[str, list[str]]:
+    """The scenario in a fresh workspace, each delivery ingested in its own transaction (the
+    reference the batched paths are compared with); its workspace id and operations."""
+    from shared.db.tenants import create_workspace
+
+    with Session(engine) as session, session.begin():
+        ws, _ = create_workspace(session, "one-by-one", now=datetime.now(UTC))
+        workspace_id = ws.id
+    ops, deliveries = scenario(engine, Tenant(workspace_id))
+    for d in deliveries:
+        with Session(engine) as session, session.begin():
+            ingest_event(
+                session,
+                workspace_id=d.workspace_id,
+                provider=d.provider,
+                event=d.event,
+                raw=d.raw,
+                now=d.now,
+            )
+    return workspace_id, ops
+
+
 def test_a_batch_equals_one_by_one(pg_engine: Engine, tenant: Tenant) -> None:
     ops, deliveries = scenario(pg_engine, tenant)
     with Session(pg_engine) as session, session.begin():
@@ -95,23 +117,7 @@ def test_a_batch_equals_one_by_one(pg_engine: Engine, tenant: Tenant) -> None:
     wakes = sorted({w for r in results for w in r.wakes})
 
     # the same deliveries, one transaction each, in a fresh workspace of the same shape
-    from shared.db.tenants import create_workspace
-
-    with Session(pg_engine) as session, session.begin():
-        ws, _ = create_workspace(session, "one-by-one", now=datetime.now(UTC))
-        second = Tenant(ws.id)
-        second_id = ws.id
-    ops2, deliveries2 = scenario(pg_engine, second)
-    for d in deliveries2:
-        with Session(pg_engine) as session, session.begin():
-            ingest_event(
-                session,
-                workspace_id=d.workspace_id,
-                provider=d.provider,
-                event=d.event,
-                raw=d.raw,
-                now=d.now,
-            )
+    second_id, ops2 = one_by_one(pg_engine)
     with Session(pg_engine) as session:
         events2 = sorted(
             session.execute(

@@ -176,19 +176,7 @@ def append_transition(
         "created_at": created_at,
         "prev_hash": prev_hash,
     }
-    values["hash"] = transition_hash(
-        prev_hash=prev_hash,
-        workspace_id=workspace_id,
-        seq=seq,
-        operation_id=operation_id,
-        from_state=from_state,
-        to_state=to_state,
-        verdict=verdict,
-        reason=reason,
-        cause=cause,
-        details=details,
-        created_at=created_at,
-    )
+    values["hash"] = transition_hash(**values)  # the hashed fields are the stored ones
     values["id"] = session.execute(_INSERT, values).scalar_one()
     # The stored row, as the session would hold it after a flush (no second INSERT).
     row = Transition(**values)

@@ -1018,31 +1018,22 @@ _PG_STORE_MANY = """
              AS k(ws, prov, eid, name, value)
           ON k.ws = i.workspace_id AND k.prov = i.provider AND k.eid = i.event_id
         ON CONFLICT DO NOTHING
-    ), counted AS (
-        UPDATE events SET duplicates = events.duplicates + b.n
-        FROM batch b
-        WHERE events.workspace_id = b.ws AND events.provider = b.prov AND events.event_id = b.eid
-        RETURNING events.workspace_id, events.provider, events.event_id
     )
     SELECT id, workspace_id, provider, event_id FROM inserted
-    UNION ALL
-    SELECT NULL, workspace_id, provider, event_id FROM counted
     """
-"""One statement (one round trip, atomic even in autocommit): the batch's new events, their
-keys, and the duplicate counters of events stored before the statement began. Driver-level SQL
-with binary parameters (``%(name)b``): psycopg sends the arrays as they are, where the text
-format would escape every body and raw byte string. A new event starts with the repeats of its
-key in the batch as its counter. The update sees the snapshot the statement began with, so a
-row a concurrent transaction committed meanwhile is counted by a second statement
-(``_PG_DUPLICATES_MANY``)."""
-_PG_DUPLICATES_MANY = text(
+"""One statement (one round trip, atomic even in autocommit): the batch's new events and their
+keys. Driver-level SQL with binary parameters (``%(name)b``): psycopg sends the arrays as they
+are, where the text format would escape every body and raw byte string. A new event starts with
+the repeats of its key in the batch as its counter. Nothing in it joins the events table: the
+plan psycopg prepares after a few batches is kept while the table grows, and the conflict check
+goes through the unique index whatever the statistics say."""
+_PG_DUPLICATE = """
+    UPDATE events SET duplicates = duplicates + %(n)s
+    WHERE workspace_id = %(ws)s AND provider = %(prov)s AND event_id = %(eid)s
     """
-    UPDATE events SET duplicates = events.duplicates + d.n
-    FROM unnest(CAST(:ws AS TEXT[]), CAST(:prov AS TEXT[]), CAST(:eid AS TEXT[]),
-                CAST(:n AS INT[])) AS d(ws, prov, eid, n)
-    WHERE events.workspace_id = d.ws AND events.provider = d.prov AND events.event_id = d.eid
-    """
-)
+"""A repeat's counter: one row by its unique key, sent for each repeat of a batch at once
+(``executemany`` pipelines them). The row was committed before (or by a concurrent transaction
+the insert waited for), so this statement's snapshot sees it."""
 _PG_LINKS_MANY = text(
     """
     INSERT INTO operation_events (operation_id, event_pk, workspace_id, strategy, assurance,
@@ -1103,11 +1094,12 @@ def _mark_correlated(session: Session, event_pks: Sequence[int], now: datetime) 
 def store_many(db: Session | Connection, deliveries: Sequence[Delivery]) -> list[IntakeResult]:
     """Store the deliveries' events once each, with their keys, not yet correlated.
 
-    ``db`` is a session or a connection (on PostgreSQL it may be in autocommit: the whole
-    batch is one statement, see ``_PG_STORE_MANY``). A repeat — of a stored event, or of an
+    ``db`` is a session or a connection (on PostgreSQL it may be in autocommit: the batch's new
+    events are one statement, see ``_PG_STORE_MANY``). A repeat — of a stored event, or of an
     event earlier in the batch — only moves the stored row's duplicate counter and gets
     ``duplicate=True``. Nothing is linked or woken: :func:`correlate_stored` (inline) or
-    :func:`correlate_backlog` (a worker, after commit) does that.
+    :func:`correlate_backlog` (a worker, after commit) does that. :func:`store_many_async` is
+    the same on a psycopg asyncio connection.
     """
     if not deliveries:
         return []
@@ -1125,68 +1117,98 @@ def store_many(db: Session | Connection, deliveries: Sequence[Delivery]) -> list
             )
             results.append(IntakeResult(event_pk=pk, duplicate=pk is None))
         return results
-    # each key once (its first delivery is the one stored), with how often the batch has it
-    first: dict[tuple[str, str, str], int] = {}
-    times: dict[tuple[str, str, str], int] = {}
-    for index, d in enumerate(deliveries):
-        key = (d.workspace_id, d.provider, d.event.event_id)
-        first.setdefault(key, index)
-        times[key] = times.get(key, 0) + 1
-    new = [deliveries[i] for i in sorted(first.values())]
-    key_rows = [
-        (d.workspace_id, d.provider, d.event.event_id, name, value)
-        for d in new
-        for name, value in sorted(d.event.keys.items())
-    ]
-    rows = (
-        _driver(db)
-        .exec_driver_sql(
-            _PG_STORE_MANY,
-            {
-                "ws": [d.workspace_id for d in new],
-                "prov": [d.provider for d in new],
-                "eid": [d.event.event_id for d in new],
-                "typ": [d.event.type for d in new],
-                "ts": [d.event.provider_timestamp for d in new],
-                "api": [d.event.api_version for d in new],
-                "obj": [d.event.object_id for d in new],
-                "idem": [d.event.idempotency_key for d in new],
-                "body": [json.dumps(d.event.body, separators=(",", ":")) for d in new],
-                "raw": [d.raw for d in new],
-                "digest": [hashlib.sha256(d.raw).hexdigest() for d in new],
-                "recv": [d.now for d in new],
-                "n": [times[(d.workspace_id, d.provider, d.event.event_id)] for d in new],
-                "k_ws": [k[0] for k in key_rows],
-                "k_prov": [k[1] for k in key_rows],
-                "k_eid": [k[2] for k in key_rows],
-                "k_name": [k[3] for k in key_rows],
-                "k_value": [k[4] for k in key_rows],
-            },
-        )
-        .all()
-    )
-    stored = {(ws, prov, eid): int(pk) for pk, ws, prov, eid in rows if pk is not None}
-    counted = {(ws, prov, eid) for pk, ws, prov, eid in rows if pk is None}
-    late = sorted(set(first) - set(stored) - counted)
-    if late:
-        # Stored by a concurrent transaction that committed after this statement began.
-        db.execute(
-            _PG_DUPLICATES_MANY,
-            {
-                "ws": [k[0] for k in late],
-                "prov": [k[1] for k in late],
-                "eid": [k[2] for k in late],
-                "n": [times[k] for k in late],
-            },
-        )
-    results = []
-    for index, d in enumerate(deliveries):
-        key = (d.workspace_id, d.provider, d.event.event_id)
-        if first[key] == index and key in stored:
-            results.append(IntakeResult(event_pk=stored[key], duplicate=False))
-        else:
-            results.append(IntakeResult(event_pk=None, duplicate=True))
-    return results
+    plan = _StorePlan.of(deliveries)
+    driver = _driver(db)
+    rows = driver.exec_driver_sql(_PG_STORE_MANY, plan.params).all()
+    stored = {(ws, prov, eid): int(pk) for pk, ws, prov, eid in rows}
+    repeats = plan.repeats(stored)
+    if repeats:
+        driver.exec_driver_sql(_PG_DUPLICATE, repeats)
+    return plan.results(stored)
+
+
+async def store_many_async(conn: Any, deliveries: Sequence[Delivery]) -> list[IntakeResult]:
+    """:func:`store_many` on PostgreSQL through a psycopg ``AsyncConnection`` in autocommit
+    (the webhook intake's own connections): the same statements, no ORM in between."""
+    if not deliveries:
+        return []
+    plan = _StorePlan.of(deliveries)
+    async with conn.cursor() as cursor:
+        await cursor.execute(_PG_STORE_MANY, plan.params)
+        rows = await cursor.fetchall()
+        stored = {(ws, prov, eid): int(pk) for pk, ws, prov, eid in rows}
+        repeats = plan.repeats(stored)
+        if repeats:
+            await cursor.executemany(_PG_DUPLICATE, repeats)
+    return plan.results(stored)
+
+
+_Key = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _StorePlan:
+    """A batch ready for ``_PG_STORE_MANY``: each event key once (its first delivery is the one
+    stored), how often the batch has it, and the statement's array parameters."""
+
+    deliveries: Sequence[Delivery]
+    first: dict[_Key, int]
+    times: dict[_Key, int]
+    params: dict[str, list[Any]]
+
+    @classmethod
+    def of(cls, deliveries: Sequence[Delivery]) -> _StorePlan:
+        first: dict[_Key, int] = {}
+        times: dict[_Key, int] = {}
+        for index, d in enumerate(deliveries):
+            key = (d.workspace_id, d.provider, d.event.event_id)
+            first.setdefault(key, index)
+            times[key] = times.get(key, 0) + 1
+        new = [deliveries[i] for i in sorted(first.values())]
+        key_rows = [
+            (d.workspace_id, d.provider, d.event.event_id, name, value)
+            for d in new
+            for name, value in sorted(d.event.keys.items())
+        ]
+        params: dict[str, list[Any]] = {
+            "ws": [d.workspace_id for d in new],
+            "prov": [d.provider for d in new],
+            "eid": [d.event.event_id for d in new],
+            "typ": [d.event.type for d in new],
+            "ts": [d.event.provider_timestamp for d in new],
+            "api": [d.event.api_version for d in new],
+            "obj": [d.event.object_id for d in new],
+            "idem": [d.event.idempotency_key for d in new],
+            "body": [json.dumps(d.event.body, separators=(",", ":")) for d in new],
+            "raw": [d.raw for d in new],
+            "digest": [hashlib.sha256(d.raw).hexdigest() for d in new],
+            "recv": [d.now for d in new],
+            "n": [times[(d.workspace_id, d.provider, d.event.event_id)] for d in new],
+            "k_ws": [k[0] for k in key_rows],
+            "k_prov": [k[1] for k in key_rows],
+            "k_eid": [k[2] for k in key_rows],
+            "k_name": [k[3] for k in key_rows],
+            "k_value": [k[4] for k in key_rows],
+        }
+        return cls(deliveries, first, times, params)
+
+    def repeats(self, stored: Mapping[_Key, int]) -> list[dict[str, Any]]:
+        """``_PG_DUPLICATE``'s parameters for the keys the statement did not store (stored
+        before, or by a concurrent transaction that committed meanwhile), in key order."""
+        return [
+            {"ws": k[0], "prov": k[1], "eid": k[2], "n": self.times[k]}
+            for k in sorted(set(self.first) - set(stored))
+        ]
+
+    def results(self, stored: Mapping[_Key, int]) -> list[IntakeResult]:
+        results = []
+        for index, d in enumerate(self.deliveries):
+            key = (d.workspace_id, d.provider, d.event.event_id)
+            if self.first[key] == index and key in stored:
+                results.append(IntakeResult(event_pk=stored[key], duplicate=False))
+            else:
+                results.append(IntakeResult(event_pk=None, duplicate=True))
+        return results
 
 
 def _driver(db: Session | Connection) -> Connection:
@@ -1418,13 +1440,26 @@ def correlate_backlog(
     does not wait for the claim — it holds the workspace's correlation lock the claimer is
     about to wait for. The caller commits, then dispatches the wakes.
     """
-    query = select(Event).where(Event.correlated_at.is_(None))
+    # Only what correlation reads: neither the body (a JSON document to decode) nor the raw
+    # bytes are loaded, and rows are plain tuples rather than tracked objects.
+    query = select(
+        Event.id,
+        Event.workspace_id,
+        Event.provider,
+        Event.event_id,
+        Event.type,
+        Event.provider_timestamp,
+        Event.api_version,
+        Event.object_id,
+        Event.idempotency_key,
+        Event.received_at,
+    ).where(Event.correlated_at.is_(None))
     if received_before is not None:
         query = query.where(Event.received_at < received_before)
     query = query.order_by(Event.id).limit(limit)
     if session.get_bind().dialect.name == "postgresql":
         query = query.with_for_update(skip_locked=True, key_share=True)
-    rows = list(session.execute(query).scalars())
+    rows = session.execute(query).all()
     if not rows:
         return []
     # No action report of these workspaces is between its key scan and its commit from here on
@@ -1446,13 +1481,13 @@ def correlate_backlog(
                     event_id=row.event_id,
                     type=row.type,
                     provider_timestamp=row.provider_timestamp,
-                    body=row.body,
+                    body={},  # not read by correlation (see above)
                     api_version=row.api_version,
                     object_id=row.object_id,
                     idempotency_key=row.idempotency_key,
                     keys=keys.get(row.id, {}),
                 ),
-                row.raw,
+                b"",
                 row.received_at,
             ),
             IntakeResult(event_pk=row.id, duplicate=False),

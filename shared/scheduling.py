@@ -18,6 +18,7 @@ writer scheduled first); the caller re-reads and decides again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -110,6 +111,25 @@ def dispatch_observe(operation_id: str, fence: int, *, countdown_s: float) -> bo
         send(OBSERVE_TASK, [operation_id, fence], countdown_s=countdown_s - OBSERVE_LEAD_S)
     except Exception:  # the broker is down: the sweeper recovers from next_observation_at
         log.warning("observe message for %s fence %s not sent", operation_id, fence, exc_info=True)
+        return False
+    return True
+
+
+def dispatch_observe_now(wakes: Sequence[tuple[str, int]]) -> bool:
+    """``observe(operation_id, fence)`` at once for each of ``wakes``, all through one producer
+    (pipelined on Redis); call only after the transaction that moved the fences commits.
+
+    Returns False when the broker could not take them (some may have gone): the sweeper
+    re-sends what is overdue. Never raises for a broker failure, as :func:`dispatch_observe`.
+    """
+    from shared.celery_app import OBSERVE_TASK, send_many
+
+    if not wakes:
+        return True
+    try:
+        send_many(OBSERVE_TASK, [[operation_id, fence] for operation_id, fence in wakes])
+    except Exception:  # the broker is down: the sweeper recovers from next_observation_at
+        log.warning("%d observe messages not sent", len(wakes), exc_info=True)
         return False
     return True
 

@@ -24,7 +24,7 @@ from sqlalchemy import Engine
 from shared.db.session import session_scope
 from shared.intake import correlate_backlog, register_late_event_hook
 from shared.receipts import request_recheck
-from shared.scheduling import dispatch_observe
+from shared.scheduling import dispatch_observe_now
 
 __all__ = ["BATCH", "MAX_ROUNDS", "correlate_pending"]
 
@@ -52,18 +52,19 @@ def correlate_pending(
     """Correlate the events that wait for it, ``batch`` per transaction, until none is left
     (or ``max_rounds`` transactions); only events older than ``received_before`` when given.
     Returns how many events were correlated. The wakes' ``observe`` messages go through
-    ``send_observe(operation_id, fence, countdown)`` (default: ``dispatch_observe``) after each
-    commit."""
+    ``send_observe(operation_id, fence, countdown)`` after each commit (default: all of a
+    transaction's at once, ``dispatch_observe_now``)."""
     total = 0
     for _ in range(max_rounds):
         now = clock()
         cutoff = None if received_before is None else now - received_before
         with session_scope(engine) as session:
             results = correlate_backlog(session, now=now, limit=batch, received_before=cutoff)
-        for operation_id, fence in sorted({w for r in results for w in r.wakes}):
-            if send_observe is None:
-                dispatch_observe(operation_id, fence, countdown_s=0)
-            else:
+        wakes = sorted({w for r in results for w in r.wakes})
+        if send_observe is None:
+            dispatch_observe_now(wakes)
+        else:
+            for operation_id, fence in wakes:
                 send_observe(operation_id, fence, 0.0)
         total += len(results)
         if len(results) < batch:

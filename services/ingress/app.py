@@ -40,7 +40,8 @@ class BodyLimit:
     """Refuse request bodies over ``limit`` bytes with 413, counting while they are read.
 
     A declared ``Content-Length`` over the limit is refused before anything is read; a chunked
-    body is cut off as soon as it passes the limit. Webhook paths keep their own limit.
+    body is cut off as soon as it passes the limit. Webhook paths keep their own limit (the
+    intake answers them before this middleware; any other address under the prefix is a 404).
     """
 
     def __init__(self, app: ASGIApp, *, limit: int, skip_prefix: str = WEBHOOK_PREFIX) -> None:
@@ -145,6 +146,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         components.setdefault(name, definition)
     components["Problem"] = problem
     _problem_422(schema)
+    schema["paths"][webhooks.EVENTS_PATH] = webhooks.openapi_path_item()
     app.openapi_schema = schema
     return schema
 
@@ -178,9 +180,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from shared.observability import install_http_observability
 
     install_http_observability(app, engine=engine)  # GET /metrics, log context per request
-    # The webhook route first: providers call it far more often than anything else, and
-    # routes are matched in order.
-    app.include_router(webhooks.router)
+    # Outermost: providers call the intake far more often than anything else, and it answers
+    # before any other middleware or the router sees the request (it keeps its own body limit).
+    app.add_middleware(webhooks.WebhookIntake)
     app.include_router(operations.router)
     app.include_router(contracts.router)
     app.include_router(custom_contracts.router)

@@ -1,12 +1,14 @@
-"""Webhook intake route: ``POST /v1/events/{provider}/{workspace}`` (no API key).
+"""Webhook intake: ``POST /v1/events/{provider}/{workspace}`` (no API key).
 
-The route reads like the house rule: read the raw body (bounded while reading) → load the
-workspace's connection → verify the signature on the exact bytes → parse by the skill's event
-shape → store once with its keys, marked not yet correlated (``shared.intake.store_many``) →
-commit → 200; a thread of the process then sends one ``provely.correlate`` message for all the
-batches committed meanwhile. Deliveries that arrive while earlier ones are
-being written share one transaction (group commit, :class:`_Batcher`); each is answered only
-after that transaction commits.
+Served by :class:`WebhookIntake`, a pure ASGI middleware at the outside of the ingress app: the
+busiest address of the service skips the framework's routing and middlewares (its OpenAPI
+entry is :func:`openapi_path_item`). The path reads like the house rule: read the raw body
+(bounded while reading) → load the workspace's connection → verify the signature on the exact
+bytes → parse by the skill's event shape → store once with its keys, marked not yet correlated
+(``shared.intake.store_many``) → commit → 200; a thread of the process then sends one
+``provely.correlate`` message for all the batches committed meanwhile. Deliveries that arrive
+while earlier ones are being written share one transaction (group commit, :class:`_Batcher`);
+each is answered only after that transaction commits.
 
 Correlating the stored events with operations and waking those is an observer's work
 (``services.observer.correlate``), after the answer: the provider waits only for the durable
@@ -18,20 +20,25 @@ Answers (RFC 9457 problem+json for every refusal):
 - 200 the event is stored (or was already: ``"duplicate": true``) and committed;
 - 400 the signature does not hold, or the verified body is not an event (nothing is stored);
 - 404 no such workspace, or no connection to that provider — the same answer for both;
+- 405 any other method;
 - 413 the body is larger than ``settings.webhook_max_body_bytes`` (reading stops at the cap);
 - 503 the database cannot be reached, or the connection's secrets cannot be opened (a wrong
-  ``PROVELY_SECRET_KEY``): the provider retries later.
+  ``PROVELY_SECRET_KEY``): the provider retries later;
+- 500 (problem+json, logged with its traceback) for anything unexpected.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import json
 import logging
 import re
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -39,16 +46,19 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from fastapi import APIRouter, Request
+import psycopg
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy import Connection as DbConnection
+from psycopg.pq import TransactionStatus
+from psycopg.rows import namedtuple_row
 from sqlalchemy import Engine, bindparam, select
+from sqlalchemy.dialects.postgresql.psycopg import dialect as psycopg_dialect
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.ingress.problems import problem_response
+from services.ingress.problems import PROBLEM_JSON, problem_response
 from shared.db.models import Connection
 from shared.intake import (
     Delivery,
@@ -58,16 +68,21 @@ from shared.intake import (
     fingerprint_key_names,
     parse_event,
     store_many,
+    store_many_async,
 )
 from shared.secrets import SecretError
 from shared.settings import Settings, get_settings
 from shared.signatures import SignatureError, UnknownSchemeError, scheme_for
 
-__all__ = ["BodyTooLarge", "correlation_requests", "read_limited_body", "router"]
+__all__ = [
+    "EVENTS_PATH",
+    "BodyTooLarge",
+    "WebhookIntake",
+    "correlation_requests",
+    "openapi_path_item",
+]
 
 log = logging.getLogger(__name__)
-
-router = APIRouter(tags=["events"])
 
 _PROVIDER = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _WORKSPACE = re.compile(r"^[A-Za-z0-9_\-]{1,40}$")
@@ -103,38 +118,6 @@ def _problem(status: int, kind: str, detail: str, **extra: Any) -> JSONResponse:
 def _not_found() -> JSONResponse:
     # One answer for an unknown workspace and an unknown provider: it must not say which.
     return _problem(404, "not-found", "no webhook endpoint at this address")
-
-
-async def read_limited_body(request: Request, limit: int) -> bytes:
-    """The raw body, read from the ASGI stream; raises BodyTooLarge as soon as it passes
-    ``limit`` (the rest is never read, so an endless chunked body costs one chunk)."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        try:
-            if int(declared) > limit:
-                raise BodyTooLarge
-        except ValueError:
-            pass
-    buffer = bytearray()
-    async for chunk in request.stream():
-        if len(buffer) + len(chunk) > limit:
-            raise BodyTooLarge
-        buffer += chunk
-    return bytes(buffer)
-
-
-def _settings(request: Request) -> Settings:
-    found = getattr(request.app.state, "settings", None)
-    return found if isinstance(found, Settings) else get_settings()
-
-
-def _engine(request: Request, settings: Settings) -> Engine:
-    found = getattr(request.app.state, "engine", None)
-    if isinstance(found, Engine):
-        return found
-    from shared.db.session import get_engine
-
-    return get_engine(settings.resolved_database_url())
 
 
 _SECRETS_CACHE: dict[tuple[bytes, str | None], tuple[str, ...]] = {}
@@ -182,16 +165,16 @@ _CONNECTION_OF = select(
 )
 
 
-def _verified(
-    db: DbConnection, settings: Settings, item: _Item, connections: dict[tuple[str, str], Any]
-) -> Delivery:
-    """Signature, then event shape; raises _NotFound, SignatureError or MalformedEvent."""
-    key = (item.workspace, item.provider)
-    if key not in connections:
-        connections[key] = db.execute(
-            _CONNECTION_OF, {"workspace": item.workspace, "provider": item.provider}
-        ).one_or_none()
-    connection = connections[key]
+# The same statement for the intake's own psycopg connections (PostgreSQL's SQL and psycopg's
+# parameter style, rendered once).
+_CONNECTION_OF_PG = str(_CONNECTION_OF.compile(dialect=psycopg_dialect()))  # type: ignore[no-untyped-call]
+
+_BatchKey = tuple[str, str]
+
+
+def _verified(settings: Settings, item: _Item, connection: Any | None) -> Delivery:
+    """Signature, then event shape, against the connection of the item's workspace and
+    provider (None: there is none); raises _NotFound, SignatureError or MalformedEvent."""
     if connection is None:
         raise _NotFound
     try:
@@ -217,22 +200,26 @@ def _verified(
 
 
 _Answer = _Outcome | BaseException
+_Checked = tuple[list[_Answer | None], list[tuple[int, Delivery]]]
 
 
-def _store_batch(
-    db: DbConnection, settings: Settings, items: list[_Item]
-) -> tuple[list[_Answer | None], list[tuple[int, Delivery]], list[IntakeResult]]:
-    """Verify the batch's deliveries and store the accepted ones through ``db``: the refused
-    ones (their answers filled in) write nothing."""
+def _batch_keys(items: list[_Item]) -> list[_BatchKey]:
+    """The distinct (workspace, provider) pairs of a batch, in order of arrival."""
+    return list(dict.fromkeys((item.workspace, item.provider) for item in items))
+
+
+def _check(settings: Settings, items: list[_Item], connections: dict[_BatchKey, Any]) -> _Checked:
+    """Verify each delivery of a batch: the refused ones get their answer (and will write
+    nothing), the accepted ones go on to be stored."""
     answers: list[_Answer | None] = [None] * len(items)
-    connections: dict[tuple[str, str], Any] = {}
     accepted: list[tuple[int, Delivery]] = []
     for index, item in enumerate(items):
+        connection = connections[(item.workspace, item.provider)]
         try:
-            accepted.append((index, _verified(db, settings, item, connections)))
+            accepted.append((index, _verified(settings, item, connection)))
         except (_NotFound, SignatureError, MalformedEvent, SecretError) as refused:
             answers[index] = refused
-    return answers, accepted, store_many(db, [d for _, d in accepted])
+    return answers, accepted
 
 
 def _answers(
@@ -254,13 +241,20 @@ def _ingest_batch(engine: Engine, settings: Settings, items: list[_Item]) -> lis
     any of them is answered. When the shared transaction fails, each is retried on its own."""
     try:
         with engine.begin() as db:
-            stored = _store_batch(db, settings, items)
+            connections = {
+                (ws, prov): db.execute(
+                    _CONNECTION_OF, {"workspace": ws, "provider": prov}
+                ).one_or_none()
+                for ws, prov in _batch_keys(items)
+            }
+            answers, accepted = _check(settings, items, connections)
+            results = store_many(db, [d for _, d in accepted])
     except Exception:
         if len(items) == 1:
             raise
         log.warning("webhook intake: a batch of %d failed; one by one now", len(items))
         return [_ingest_one(engine, settings, item) for item in items]
-    return _answers(*stored)
+    return _answers(answers, accepted, results)
 
 
 def _ingest_one(engine: Engine, settings: Settings, item: _Item) -> _Answer:
@@ -270,45 +264,157 @@ def _ingest_one(engine: Engine, settings: Settings, item: _Item) -> _Answer:
         return exc
 
 
-async def _ingest_batch_async(
-    engine: AsyncEngine, settings: Settings, items: list[_Item]
+async def _ingest_batch_pg(
+    connections: _IntakeConnections, settings: Settings, items: list[_Item]
 ) -> list[_Answer]:
-    """PostgreSQL: the same work on the event loop's own thread (psycopg's async connection;
-    ``run_sync`` runs the batch's code between its database round trips), so no worker thread
-    competes with the loop for the interpreter. The connection is in autocommit: the connection
-    lookup and the one statement that stores the batch (``store_many``) are two round trips,
-    with no BEGIN or COMMIT; the statement is atomic and durable when it returns."""
+    """PostgreSQL: the same work on the event loop's own thread, on a psycopg asyncio
+    connection in autocommit, so no worker thread competes with the loop for the interpreter
+    and no ORM sits in between. Two round trips: the connection lookup, then the one statement
+    that stores the batch (``store_many_async``), atomic and durable when it returns (a third
+    only when the batch has repeats to count)."""
     try:
-        async with engine.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-            stored = await conn.run_sync(_store_batch, settings, items)
+        async with connections.connection() as conn:
+            async with conn.cursor(row_factory=namedtuple_row) as cursor:
+                found: dict[_BatchKey, Any] = {}
+                for ws, prov in _batch_keys(items):
+                    await cursor.execute(_CONNECTION_OF_PG, {"workspace": ws, "provider": prov})
+                    found[(ws, prov)] = await cursor.fetchone()
+            answers, accepted = _check(settings, items, found)
+            results = await store_many_async(conn, [d for _, d in accepted])
     except Exception:
         if len(items) == 1:
             raise
         log.warning("webhook intake: a batch of %d failed; one by one now", len(items))
-        return [await _ingest_one_async(engine, settings, item) for item in items]
-    return _answers(*stored)
+        return [await _ingest_one_pg(connections, settings, item) for item in items]
+    return _answers(answers, accepted, results)
 
 
-async def _ingest_one_async(engine: AsyncEngine, settings: Settings, item: _Item) -> _Answer:
+async def _ingest_one_pg(
+    connections: _IntakeConnections, settings: Settings, item: _Item
+) -> _Answer:
     try:
-        return (await _ingest_batch_async(engine, settings, [item]))[0]
+        return (await _ingest_batch_pg(connections, settings, [item]))[0]
     except Exception as exc:
         return exc
 
 
-_async_engines: dict[int, tuple[Engine, AsyncEngine]] = {}
+IDLE_PING_AFTER_S = 5.0
+"""An intake connection idle for longer is pinged before it carries a batch."""
+CONNECT_TIMEOUT_S = 5
+"""How long a new intake connection may take (a refused one fails at once)."""
 
 
-def _async_engine(engine: Engine) -> AsyncEngine:
-    """The asyncio twin of ``engine`` (same database and pool settings), one per engine."""
-    found = _async_engines.get(id(engine))
-    if found is None or found[0] is not engine:
-        twin = create_async_engine(
-            engine.url, pool_size=MAX_BATCHES_IN_FLIGHT, max_overflow=MAX_BATCHES_IN_FLIGHT
+class _IntakeConnections:
+    """The intake's PostgreSQL connections on one event loop (psycopg asyncio, autocommit).
+
+    Not a general pool, on purpose: the batcher runs at most ``MAX_BATCHES_IN_FLIGHT`` batches
+    and each holds one connection, so no more exist, and nobody waits for one. When none is
+    idle a connection is made there and then, so a database that refuses connections fails the
+    batch at once (503, the provider retries) instead of making deliveries wait for a pool to
+    reconnect. One that comes back broken or inside a transaction is closed; one idle for a
+    while is pinged before use (a database restart leaves such connections dead).
+    """
+
+    def __init__(self, conninfo: str) -> None:
+        self.conninfo = conninfo
+        self.idle: list[tuple[psycopg.AsyncConnection[Any], float]] = []
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        conn = await self._take()
+        healthy = False
+        try:
+            yield conn
+            healthy = True
+        finally:
+            if (
+                healthy
+                and not conn.closed
+                and conn.info.transaction_status == TransactionStatus.IDLE
+                and len(self.idle) < MAX_BATCHES_IN_FLIGHT
+            ):
+                self.idle.append((conn, time.monotonic()))
+            else:
+                await conn.close()
+
+    async def _take(self) -> psycopg.AsyncConnection[Any]:
+        while self.idle:
+            conn, since = self.idle.pop()
+            if conn.closed:
+                continue
+            if time.monotonic() - since <= IDLE_PING_AFTER_S:
+                return conn
+            try:
+                await conn.execute("SELECT 1")
+                return conn
+            except psycopg.Error:
+                await conn.close()
+        return await psycopg.AsyncConnection.connect(
+            self.conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
         )
-        found = _async_engines[id(engine)] = (engine, twin)
+
+    def abandon(self) -> None:
+        """Close the idle connections without their event loop (it is gone): libpq closes the
+        socket, nothing is awaited."""
+        for conn, _ in self.idle:
+            conn.pgconn.finish()
+        self.idle.clear()
+
+    async def close(self) -> None:
+        while self.idle:
+            conn, _ = self.idle.pop()
+            await conn.close()
+
+
+@dataclass(slots=True)
+class _LoopConnections:
+    loop: weakref.ref[asyncio.AbstractEventLoop]
+    by_engine: dict[int, tuple[Engine, _IntakeConnections]]
+
+
+_intake_connections: dict[int, _LoopConnections] = {}
+"""By event loop (its id, with a weak reference to tell a reused id apart)."""
+
+
+def _connections_for(engine: Engine) -> _IntakeConnections:
+    """The intake connections of this event loop to ``engine``'s database."""
+    loop = asyncio.get_running_loop()
+    entry = _intake_connections.get(id(loop))
+    if entry is None or entry.loop() is not loop:
+        _forget_finished_loops()
+        entry = _intake_connections[id(loop)] = _LoopConnections(weakref.ref(loop), {})
+    found = entry.by_engine.get(id(engine))
+    if found is None or found[0] is not engine:
+        conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        found = entry.by_engine[id(engine)] = (engine, _IntakeConnections(conninfo))
     return found[1]
+
+
+def _forget_finished_loops() -> None:
+    """Drop the connections of event loops that ended without a lifespan shutdown (a test
+    client without its context, say)."""
+    for key, entry in list(_intake_connections.items()):
+        loop = entry.loop()
+        if loop is None or loop.is_closed():
+            del _intake_connections[key]
+            for _, connections in entry.by_engine.values():
+                connections.abandon()
+
+
+@atexit.register
+def _abandon_all() -> None:
+    for entry in _intake_connections.values():
+        for _, connections in entry.by_engine.values():
+            connections.abandon()
+    _intake_connections.clear()
+
+
+async def close_intake_connections() -> None:
+    """Close this event loop's intake connections (the app's lifespan shutdown)."""
+    entry = _intake_connections.pop(id(asyncio.get_running_loop()), None)
+    if entry is not None:
+        for _, connections in entry.by_engine.values():
+            await connections.close()
 
 
 MIN_SEND_INTERVAL_S = 0.025
@@ -418,7 +524,7 @@ class _Batcher:
         items = [p[2] for p in batch]
         try:
             if engine.dialect.name == "postgresql":
-                answers = await _ingest_batch_async(_async_engine(engine), settings, items)
+                answers = await _ingest_batch_pg(_connections_for(engine), settings, items)
             else:
                 answers = await anyio.to_thread.run_sync(
                     partial(_ingest_batch, engine, settings, items)
@@ -448,30 +554,129 @@ def _batcher() -> _Batcher:
     return found
 
 
+_METRICS: dict[tuple[str, ...], Any] = {}
+
+
 def _metric(name: str, *labels: str) -> None:
-    try:
-        from shared import observability
-    except ImportError:  # pragma: no cover - metrics are optional
-        return
-    getattr(observability, name).labels(*labels).inc()
+    """Count on the named Prometheus counter (its labelled child is looked up once)."""
+    key = (name, *labels)
+    child = _METRICS.get(key)
+    if child is None:
+        try:
+            from shared import observability
+        except ImportError:  # pragma: no cover - metrics are optional
+            return
+        child = _METRICS[key] = getattr(observability, name).labels(*labels)
+    child.inc()
 
 
-@router.post(
-    "/v1/events/{provider}/{workspace}",
-    summary="Receive a signed provider event",
-    responses={
-        400: {"description": "signature refused, or not an event"},
-        404: {"description": "unknown endpoint"},
-        413: {"description": "body too large"},
-        503: {"description": "storage unavailable, retry later"},
-    },
-)
-async def receive_event(provider: str, workspace: str, request: Request) -> Response:
+EVENTS_PATH = "/v1/events/{provider}/{workspace}"
+_PATH = re.compile(r"^/v1/events/([^/]+)/([^/]+)$")
+
+
+class WebhookIntake:
+    """Pure ASGI middleware that serves ``POST /v1/events/{provider}/{workspace}`` itself.
+
+    Providers call this path far more often than anything else, so it is answered here, ahead
+    of the framework's routing, dependency solving and middlewares (each of which costs more per
+    request than the intake's own parsing). Every other path goes on to the wrapped app. The
+    settings and the engine are the application's (``scope["app"].state``), as for a route.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, _closing_connections(send))
+            return
+        match = _PATH.match(scope["path"]) if scope["type"] == "http" else None
+        if match is None:
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            response: Response = problem_response(
+                405, "method-not-allowed", "this address only takes POST",
+                headers={"Allow": "POST"},
+            )  # fmt: skip
+        else:
+            provider, workspace = match.group(1), match.group(2)
+            try:
+                response = await _receive_event(scope, receive, provider, workspace)
+            except Exception:
+                log.exception("webhook intake: unexpected error")
+                response = _problem(500, "internal", "an internal error occurred")
+        await response(scope, receive, send)
+
+
+def _closing_connections(send: Send) -> Send:
+    """The lifespan's ``send``, closing the intake's connections before shutdown completes."""
+
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "lifespan.shutdown.complete":
+            await close_intake_connections()
+        await send(message)
+
+    return wrapped
+
+
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The raw body, read from the ASGI messages; raises BodyTooLarge as soon as it passes
+    ``limit`` (the rest is never read, so an endless chunked body costs one chunk) and
+    ClientDisconnect when the client goes away first."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                if int(value) > limit:
+                    raise BodyTooLarge
+            except ValueError:
+                pass
+            break
+    buffer = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise ClientDisconnect
+        chunk = message.get("body", b"")
+        if len(buffer) + len(chunk) > limit:
+            raise BodyTooLarge
+        buffer += chunk
+        if not message.get("more_body", False):
+            return bytes(buffer)
+
+
+def _state(scope: Scope) -> tuple[Settings, Engine]:
+    state = getattr(scope.get("app"), "state", None)
+    settings = getattr(state, "settings", None)
+    if not isinstance(settings, Settings):
+        settings = get_settings()
+    engine = getattr(state, "engine", None)
+    if not isinstance(engine, Engine):
+        from shared.db.session import get_engine
+
+        engine = get_engine(settings.resolved_database_url())
+    return settings, engine
+
+
+class _Received(Response):
+    """200 ``{"received": true, "event_id": …, "duplicate": …}``, rendered without a dict."""
+
+    media_type = "application/json"
+
+    def __init__(self, event_id: str, duplicate: bool) -> None:
+        super().__init__(
+            b'{"received":true,"event_id":'
+            + json.dumps(event_id).encode()
+            + (b',"duplicate":true}' if duplicate else b',"duplicate":false}')
+        )
+
+
+async def _receive_event(scope: Scope, receive: Receive, provider: str, workspace: str) -> Response:
     if not (_PROVIDER.match(provider) and _WORKSPACE.match(workspace)):
         return _not_found()
-    settings = _settings(request)
+    settings, engine = _state(scope)
     try:
-        body = await read_limited_body(request, settings.webhook_max_body_bytes)
+        body = await _read_body(scope, receive, settings.webhook_max_body_bytes)
     except BodyTooLarge:
         _metric("EVENTS_REFUSED", provider, "body_too_large")
         return _problem(
@@ -481,10 +686,9 @@ async def receive_event(provider: str, workspace: str, request: Request) -> Resp
         )
     except ClientDisconnect:
         return _problem(400, "bad-request", "the client went away before the body was read")
-    now = datetime.now(UTC)
     try:
-        item = _Item(provider, workspace, body, request.headers, now)
-        outcome = await _batcher().submit(_engine(request, settings), settings, item)
+        item = _Item(provider, workspace, body, Headers(scope=scope), datetime.now(UTC))
+        outcome = await _batcher().submit(engine, settings, item)
     except _NotFound:
         return _not_found()
     except SignatureError as refused:
@@ -493,7 +697,12 @@ async def receive_event(provider: str, workspace: str, request: Request) -> Resp
     except MalformedEvent as malformed:
         _metric("EVENTS_REFUSED", provider, malformed.reason)
         return _problem(400, "malformed-event", str(malformed), reason=malformed.reason)
-    except (OperationalError, DisconnectionError, PoolTimeoutError) as exc:
+    except (
+        OperationalError,
+        DisconnectionError,
+        PoolTimeoutError,
+        psycopg.OperationalError,
+    ) as exc:
         log.warning("webhook intake: database unavailable: %s", exc.__class__.__name__)
         return _problem(503, "unavailable", "the event store cannot be reached")
     except DBAPIError as exc:
@@ -508,10 +717,63 @@ async def receive_event(provider: str, workspace: str, request: Request) -> Resp
     _metric("EVENTS_RECEIVED", provider)
     if outcome.result.duplicate:
         _metric("EVENTS_DEDUPLICATED", provider)
-    return JSONResponse(
-        {
-            "received": True,
-            "event_id": outcome.event_id,
-            "duplicate": outcome.result.duplicate,
+    return _Received(outcome.event_id, outcome.result.duplicate)
+
+
+def _problem_content() -> dict[str, Any]:
+    return {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+
+
+def openapi_path_item() -> dict[str, Any]:
+    """The OpenAPI description of the intake (served by :class:`WebhookIntake`, which the
+    framework's schema generator does not see)."""
+    param = {"in": "path", "required": True, "schema": {"type": "string"}}
+    return {
+        "post": {
+            "tags": ["events"],
+            "summary": "Receive a signed provider event",
+            "description": (
+                "No API key: the signature of the connection's scheme is checked on the exact "
+                "bytes of the body before anything else. Answered only once the event is "
+                "durably stored (or known already)."
+            ),
+            "operationId": "receive_event",
+            "parameters": [
+                {"name": "provider", **param, "description": "the connection's provider"},
+                {"name": "workspace", **param, "description": "the workspace id"},
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"type": "object"}}},
+            },
+            "responses": {
+                "200": {
+                    "description": "stored (or already stored: `duplicate` is true)",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["received", "event_id", "duplicate"],
+                                "properties": {
+                                    "received": {"type": "boolean"},
+                                    "event_id": {"type": "string"},
+                                    "duplicate": {"type": "boolean"},
+                                },
+                            }
+                        }
+                    },
+                },
+                "400": {
+                    "description": "signature refused, or not an event",
+                    "content": _problem_content(),
+                },
+                "404": {"description": "unknown endpoint", "content": _problem_content()},
+                "405": {"description": "only POST", "content": _problem_content()},
+                "413": {"description": "body too large", "content": _problem_content()},
+                "503": {
+                    "description": "storage unavailable, retry later",
+                    "content": _problem_content(),
+                },
+            },
         }
-    )
+    }

@@ -168,15 +168,8 @@ def tenant(pg_engine: Engine, settings: Settings) -> Tenant:
 
 
 def build_app(settings: Settings) -> FastAPI:
-    try:
-        from services.ingress.app import create_app
-    except ImportError:
-        from services.ingress.webhooks import router
+    from services.ingress.app import create_app
 
-        app = FastAPI()
-        app.include_router(router)
-        app.state.settings = settings
-        return app
     return create_app(settings)
 
 

@@ -14,8 +14,9 @@ settings, measured in the same run with the same load tool:
 
 - throughput: ``wrk`` (closed loop, ``--connections`` connections) with a Lua script that
   rotates pre-generated signed bodies, each a distinct event (so every request is a new row);
-- latency: ``wrk`` again at half of the intake's maximum rate, 16 connections that each pause
-  between their requests (the Lua ``delay`` hook), for both endpoints.
+- latency: ``wrk`` again at half of the intake's maximum rate, 32 connections that each pause
+  between their requests (the Lua ``delay`` hook; the pause is the connection's share of the
+  rate less the median latency a 3 s probe saw), for both endpoints.
 
 Needs PostgreSQL (a scratch database is created and dropped) and Redis, as the tests do::
 
@@ -82,9 +83,9 @@ function init(args)
     table.insert(bodies, body)
   end
   f:close()
-  counter = tid
   step = tonumber(args[2])
   pause = tonumber(args[3] or "0")
+  counter = tid + tonumber(args[4] or "0")
 end
 
 function delay()
@@ -279,12 +280,14 @@ def run_wrk(
     connections: int,
     duration: int,
     pause_ms: int = 0,
+    start: int = 0,
 ) -> WrkResult:
-    """wrk; with ``pause_ms`` each connection waits that long between its requests (paced)."""
+    """wrk; with ``pause_ms`` each connection waits that long between its requests (paced);
+    the bodies are taken from the ``start``-th on (so a second run sends new events)."""
     out = subprocess.run(
         [
             "wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency",
-            "-s", str(script), url, "--", str(bodies), str(threads), str(pause_ms),
+            "-s", str(script), url, "--", str(bodies), str(threads), str(pause_ms), str(start),
         ],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
@@ -421,15 +424,21 @@ def main() -> None:
         print(f"wrk bare: {bare}\nwrk intake: {ingest}", file=sys.stderr)
 
         # Latency at half the intake's maximum: paced wrk connections (each waits between its
-        # requests), the same pacing for both endpoints.
+        # requests), the same pacing for both endpoints. A connection's cycle is its pause plus
+        # the latency, so a short probe measures the latency and the pause is shortened by it.
         rate = max(1.0, ingest.rps / 2)
-        paced = 16
-        pause_ms = max(1, int(paced * 1000 / rate))
+        paced = 32
         bodies = work / "latency.txt"
-        signed_bodies(bodies, "latency", int(rate * args.latency_seconds * 2) + 100, subjects)
+        signed_bodies(bodies, "latency", int(rate * (args.latency_seconds + 5) * 2) + 100, subjects)
+        probe = run_wrk(
+            ingest_url, script, bodies, threads=2, connections=paced, duration=3,
+            pause_ms=max(1, int(paced * 1000 / rate)),
+        )  # fmt: skip
+        pause_ms = max(1, round(paced * 1000 / rate - probe.p50_ms))
+        wait_correlated(scratch.url)
         latency = run_wrk(
             ingest_url, script, bodies, threads=2, connections=paced,
-            duration=int(args.latency_seconds), pause_ms=pause_ms,
+            duration=int(args.latency_seconds), pause_ms=pause_ms, start=probe.requests,
         )  # fmt: skip
         bare_latency = run_wrk(
             bare_url, script, bodies, threads=2, connections=paced,
@@ -472,7 +481,8 @@ def main() -> None:
         print()
         print(
             f"paced at {rate:.0f} req/s (half the intake's maximum; {paced} connections, "
-            f"{pause_ms} ms between a connection's requests) for {args.latency_seconds:.0f} s:"
+            f"{pause_ms} ms between a connection's requests, after a 3 s probe saw p50 "
+            f"{probe.p50_ms:.1f} ms) for {args.latency_seconds:.0f} s:"
         )
         for name, r in (("intake", latency), ("bare", bare_latency)):
             print(

@@ -203,4 +203,5 @@ def send_many(task_name: str, many_args: Sequence[list[Any]], *, countdown_s: fl
                 args=args,
                 countdown=countdown if countdown > 0 else None,
                 producer=producer,
+                retry=False,  # nothing goes out before the batch's flush, which raises
             )

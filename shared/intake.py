@@ -1146,6 +1146,15 @@ async def store_many_async(conn: Any, deliveries: Sequence[Delivery]) -> list[In
 _Key = tuple[str, str, str]
 
 
+def _json_text(d: Delivery) -> str:
+    """The event's JSON text for the ``body`` column: the raw body itself when it is UTF-8
+    (it is the document the event was parsed from), else the document written out again."""
+    try:
+        return d.raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return json.dumps(d.event.body, separators=(",", ":"))
+
+
 @dataclass(frozen=True, slots=True)
 class _StorePlan:
     """A batch ready for ``_PG_STORE_MANY``: each event key once (its first delivery is the one
@@ -1179,7 +1188,7 @@ class _StorePlan:
             "api": [d.event.api_version for d in new],
             "obj": [d.event.object_id for d in new],
             "idem": [d.event.idempotency_key for d in new],
-            "body": [json.dumps(d.event.body, separators=(",", ":")) for d in new],
+            "body": [_json_text(d) for d in new],
             "raw": [d.raw for d in new],
             "digest": [hashlib.sha256(d.raw).hexdigest() for d in new],
             "recv": [d.now for d in new],

@@ -151,6 +151,24 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     return schema
 
 
+class IngressApp(FastAPI):
+    """The ingress application: FastAPI, with the webhook intake in front of it.
+
+    Providers call the intake far more often than anything else, so it answers before the
+    framework's middleware stack and router see the request (it keeps its own body limit and
+    problem answers, see :class:`services.ingress.webhooks.WebhookIntake`); every other request
+    goes on to FastAPI.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._intake = webhooks.WebhookIntake(super().__call__)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["app"] = self
+        await self._intake(scope, receive, send)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The ingress application for ``settings`` (default: the process settings)."""
     from shared.db.session import get_engine
@@ -164,7 +182,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     celery_app.configure(celery_app.app, settings)
 
-    app = FastAPI(
+    app = IngressApp(
         title="Provely",
         version="0.1.0",
         description=(
@@ -180,9 +198,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from shared.observability import install_http_observability
 
     install_http_observability(app, engine=engine)  # GET /metrics, log context per request
-    # Outermost: providers call the intake far more often than anything else, and it answers
-    # before any other middleware or the router sees the request (it keeps its own body limit).
-    app.add_middleware(webhooks.WebhookIntake)
     app.include_router(operations.router)
     app.include_router(contracts.router)
     app.include_router(custom_contracts.router)

@@ -417,7 +417,7 @@ async def close_intake_connections() -> None:
             await connections.close()
 
 
-MIN_SEND_INTERVAL_S = 0.025
+MIN_SEND_INTERVAL_S = 0.1
 """Under a stream of batches, at most one correlate message per this many seconds."""
 
 

@@ -1,8 +1,8 @@
 """Webhook intake: ``POST /v1/events/{provider}/{workspace}`` (no API key).
 
-Served by :class:`WebhookIntake`, a pure ASGI middleware at the outside of the ingress app: the
-busiest address of the service skips the framework's routing and middlewares (its OpenAPI
-entry is :func:`openapi_path_item`). The path reads like the house rule: read the raw body
+Served by :class:`WebhookIntake`, a pure ASGI handler in front of the ingress app
+(``services.ingress.app.IngressApp``): the busiest address of the service skips the framework's
+middlewares and routing (its OpenAPI entry is :func:`openapi_path_item`). The path reads like the house rule: read the raw body
 (bounded while reading) → load the workspace's connection → verify the signature on the exact
 bytes → parse by the skill's event shape → store once with its keys, marked not yet correlated
 (``shared.intake.store_many``) → commit → 200; a thread of the process then sends one
@@ -575,7 +575,7 @@ _PATH = re.compile(r"^/v1/events/([^/]+)/([^/]+)$")
 
 
 class WebhookIntake:
-    """Pure ASGI middleware that serves ``POST /v1/events/{provider}/{workspace}`` itself.
+    """Pure ASGI wrapper that serves ``POST /v1/events/{provider}/{workspace}`` itself.
 
     Providers call this path far more often than anything else, so it is answered here, ahead
     of the framework's routing, dependency solving and middlewares (each of which costs more per

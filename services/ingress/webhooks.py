@@ -2,13 +2,13 @@
 
 Served by :class:`WebhookIntake`, a pure ASGI handler in front of the ingress app
 (``services.ingress.app.IngressApp``): the busiest address of the service skips the framework's
-middlewares and routing (its OpenAPI entry is :func:`openapi_path_item`). The path reads like the house rule: read the raw body
-(bounded while reading) → load the workspace's connection → verify the signature on the exact
-bytes → parse by the skill's event shape → store once with its keys, marked not yet correlated
-(``shared.intake.store_many``) → commit → 200; a thread of the process then sends one
-``provely.correlate`` message for all the batches committed meanwhile. Deliveries that arrive
-while earlier ones are being written share one transaction (group commit, :class:`_Batcher`);
-each is answered only after that transaction commits.
+middlewares and routing (its OpenAPI entry is :func:`openapi_path_item`). The path reads like
+the house rule: read the raw body (bounded while reading) → load the workspace's connection →
+verify the signature on the exact bytes → parse by the skill's event shape → store once with its
+keys, marked not yet correlated (``shared.intake.store_many``) → commit → 200; a thread of the
+process then sends one ``provely.correlate`` message for all the batches committed meanwhile.
+Deliveries that arrive while earlier ones are being written share one transaction (group
+commit, :class:`_Batcher`); each is answered only after that transaction commits.
 
 Correlating the stored events with operations and waking those is an observer's work
 (``services.observer.correlate``), after the answer: the provider waits only for the durable

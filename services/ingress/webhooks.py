@@ -302,6 +302,8 @@ IDLE_PING_AFTER_S = 5.0
 """An intake connection idle for longer is pinged before it carries a batch."""
 CONNECT_TIMEOUT_S = 5
 """How long a new intake connection may take (a refused one fails at once)."""
+APPLICATION_NAME = "provely-intake"
+"""How the intake's connections show in ``pg_stat_activity``."""
 
 
 class _IntakeConnections:
@@ -350,7 +352,10 @@ class _IntakeConnections:
             except psycopg.Error:
                 await conn.close()
         return await psycopg.AsyncConnection.connect(
-            self.conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+            self.conninfo,
+            autocommit=True,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            application_name=APPLICATION_NAME,
         )
 
     def abandon(self) -> None:

@@ -244,7 +244,9 @@ def start_server(argv: list[str], env: dict[str, str], port: int) -> subprocess.
     raise SystemExit("server did not start")
 
 
-def uvicorn_argv(target: str, port: int, *, factory: bool, app_dir: str | None) -> list[str]:
+def uvicorn_argv(
+    target: str, port: int, *, factory: bool, app_dir: str | None, workers: int = 1
+) -> list[str]:
     argv = [sys.executable, "-m", "uvicorn", target]
     if factory:
         argv.append("--factory")
@@ -252,7 +254,7 @@ def uvicorn_argv(target: str, port: int, *, factory: bool, app_dir: str | None) 
         argv += ["--app-dir", app_dir]
     return [
         *argv,
-        "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+        "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
         "--log-level", "warning", "--no-access-log",
     ]  # fmt: skip
 
@@ -331,6 +333,7 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=15)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn workers of each server")
     parser.add_argument("--operations", type=int, default=2000)
     parser.add_argument("--latency-seconds", type=float, default=15.0)
     parser.add_argument(
@@ -365,7 +368,11 @@ def main() -> None:
         processes.append(
             start_server(
                 uvicorn_argv(
-                    "services.cli.serve:ingress_app", ingest_port, factory=True, app_dir=None
+                    "services.cli.serve:ingress_app",
+                    ingest_port,
+                    factory=True,
+                    app_dir=None,
+                    workers=args.workers,
                 ),
                 env,
                 ingest_port,
@@ -374,7 +381,11 @@ def main() -> None:
         processes.append(
             start_server(
                 uvicorn_argv(
-                    "ingest:bare_app", bare_port, factory=False, app_dir=str(ROOT / "bench")
+                    "ingest:bare_app",
+                    bare_port,
+                    factory=False,
+                    app_dir=str(ROOT / "bench"),
+                    workers=args.workers,
                 ),
                 env,
                 bare_port,
@@ -450,9 +461,9 @@ def main() -> None:
         new_events = after[0] - before[0]
         print(
             f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, python {sys.version.split()[0]}, "
-            f"cpus: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}, uvicorn 1 "
-            f"worker each, wrk -t{args.threads} -c{args.connections} -d{args.duration}s, "
-            f"{args.operations} open operations"
+            f"cpus: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}, uvicorn "
+            f"{args.workers} worker(s) each, wrk -t{args.threads} -c{args.connections} "
+            f"-d{args.duration}s, {args.operations} open operations"
         )
         print()
         print("| endpoint | requests/s | p50 ms | p99 ms | requests | non-2xx |")

@@ -59,6 +59,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.ingress.problems import PROBLEM_JSON, problem_response
+from shared.core.skill import EventShape
 from shared.db.models import Connection
 from shared.intake import (
     Delivery,
@@ -72,7 +73,7 @@ from shared.intake import (
 )
 from shared.secrets import SecretError
 from shared.settings import Settings, get_settings
-from shared.signatures import SignatureError, UnknownSchemeError, scheme_for
+from shared.signatures import SignatureError, SignatureScheme, UnknownSchemeError, scheme_for
 
 __all__ = [
     "EVENTS_PATH",
@@ -172,31 +173,52 @@ _CONNECTION_OF_PG = str(_CONNECTION_OF.compile(dialect=psycopg_dialect()))  # ty
 _BatchKey = tuple[str, str]
 
 
-def _verified(settings: Settings, item: _Item, connection: Any | None) -> Delivery:
-    """Signature, then event shape, against the connection of the item's workspace and
-    provider (None: there is none); raises _NotFound, SignatureError or MalformedEvent."""
-    if connection is None:
-        raise _NotFound
-    try:
-        scheme = scheme_for(connection.signature_scheme)
-    except UnknownSchemeError:
-        log.error("connection %s names an unknown signature scheme", connection.id)
-        raise _NotFound from None
-    delivery = scheme.verify(
-        body=item.body,
-        headers=item.headers,
-        secrets=_connection_secrets(connection.webhook_secrets_enc, settings),
-        tolerance_s=connection.signature_tolerance_seconds,
-        now=item.now,
-    )
-    event = parse_event(
-        item.body,
-        shape=event_shape_for(item.provider, scheme.name),
-        delivery=delivery,
-        received_at=item.now,
-        extra_keys=fingerprint_key_names(item.provider),
-    )
-    return Delivery(item.workspace, item.provider, event, item.body, item.now)
+@dataclass(frozen=True, slots=True)
+class _Verifier:
+    """What checking a delivery to one connection takes, worked out once per batch."""
+
+    scheme: SignatureScheme
+    secrets: tuple[str, ...]
+    tolerance_s: int
+    shape: EventShape
+    extra_keys: frozenset[str]
+
+    @classmethod
+    def of(cls, settings: Settings, provider: str, connection: Any | None) -> _Verifier:
+        """For the connection of a workspace and provider (None: there is none); raises
+        _NotFound or SecretError."""
+        if connection is None:
+            raise _NotFound
+        try:
+            scheme = scheme_for(connection.signature_scheme)
+        except UnknownSchemeError:
+            log.error("connection %s names an unknown signature scheme", connection.id)
+            raise _NotFound from None
+        return cls(
+            scheme,
+            _connection_secrets(connection.webhook_secrets_enc, settings),
+            connection.signature_tolerance_seconds,
+            event_shape_for(provider, scheme.name),
+            fingerprint_key_names(provider),
+        )
+
+    def verified(self, item: _Item) -> Delivery:
+        """Signature, then event shape; raises SignatureError or MalformedEvent."""
+        delivery = self.scheme.verify(
+            body=item.body,
+            headers=item.headers,
+            secrets=self.secrets,
+            tolerance_s=self.tolerance_s,
+            now=item.now,
+        )
+        event = parse_event(
+            item.body,
+            shape=self.shape,
+            delivery=delivery,
+            received_at=item.now,
+            extra_keys=self.extra_keys,
+        )
+        return Delivery(item.workspace, item.provider, event, item.body, item.now)
 
 
 _Answer = _Outcome | BaseException
@@ -211,13 +233,22 @@ def _batch_keys(items: list[_Item]) -> list[_BatchKey]:
 def _check(settings: Settings, items: list[_Item], connections: dict[_BatchKey, Any]) -> _Checked:
     """Verify each delivery of a batch: the refused ones get their answer (and will write
     nothing), the accepted ones go on to be stored."""
+    verifiers: dict[_BatchKey, _Verifier | BaseException] = {}
+    for (ws, prov), connection in connections.items():
+        try:
+            verifiers[(ws, prov)] = _Verifier.of(settings, prov, connection)
+        except (_NotFound, SecretError) as refused:
+            verifiers[(ws, prov)] = refused
     answers: list[_Answer | None] = [None] * len(items)
     accepted: list[tuple[int, Delivery]] = []
     for index, item in enumerate(items):
-        connection = connections[(item.workspace, item.provider)]
+        verifier = verifiers[(item.workspace, item.provider)]
+        if isinstance(verifier, BaseException):
+            answers[index] = verifier
+            continue
         try:
-            accepted.append((index, _verified(settings, item, connection)))
-        except (_NotFound, SignatureError, MalformedEvent, SecretError) as refused:
+            accepted.append((index, verifier.verified(item)))
+        except (SignatureError, MalformedEvent) as refused:
             answers[index] = refused
     return answers, accepted
 

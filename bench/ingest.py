@@ -12,15 +12,19 @@ second from the start of the run until the correlator has caught up.
 The reference is a bare FastAPI endpoint that only reads the body, served by the same uvicorn
 settings, measured in the same run with the same load tool:
 
-- throughput: ``wrk`` (closed loop, ``--connections`` connections) with a Lua script that
-  rotates pre-generated signed bodies, each a distinct event (so every request is a new row);
+- throughput: ``wrk`` (closed loop) with a Lua script that rotates pre-generated signed bodies,
+  each a distinct event (so every request is a new row), at each of ``--connections`` (32, 64
+  and 128 connections by default); each endpoint's maximum is its best rate over them (the
+  intake batches deliveries, so it may need more requests in flight than the bare endpoint to
+  reach its maximum). After each intake run the correlator is let catch up, so runs do not
+  inherit each other's backlog;
 - latency: ``wrk`` again at half of the intake's maximum rate, 32 connections that each pause
   between their requests (the Lua ``delay`` hook; the pause is the connection's share of the
   rate less the median latency a 3 s probe saw), for both endpoints.
 
 Needs PostgreSQL (a scratch database is created and dropped) and Redis, as the tests do::
 
-    .venv/bin/python bench/ingest.py [--duration 15] [--connections 32] [--operations 2000]
+    .venv/bin/python bench/ingest.py [--duration 15] [--connections 32 64 128] [--operations 2000]
 
 Prints a Markdown table; the figures of record are in ``docs/benchmarks.md`` ("Ingest").
 """
@@ -301,6 +305,25 @@ def run_wrk(
     return WrkResult(rps, p50, p99, total, int(bad.group(1)) if bad else 0)
 
 
+@dataclass
+class IntakeRun:
+    connections: int
+    wrk: WrkResult
+    before: tuple[int, int, int, int]
+    after: tuple[int, int, int, int]
+    answered_s: float
+    drain_s: float
+
+    @property
+    def new_events(self) -> int:
+        return self.after[0] - self.before[0]
+
+    @property
+    def processed(self) -> float:
+        """Events stored, correlated and woken per second, until the correlator caught up."""
+        return self.new_events / (self.answered_s + self.drain_s)
+
+
 def count_rows(url: str) -> tuple[int, int, int, int]:
     """Events, correlations, wakes and events not yet correlated, in one statement."""
     from sqlalchemy import create_engine, text
@@ -331,7 +354,13 @@ def wait_correlated(url: str, timeout_s: float = 300.0) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=int, default=15)
-    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument(
+        "--connections",
+        type=int,
+        nargs="+",
+        default=[32, 64, 128],
+        help="wrk connection counts; each endpoint's maximum over them is compared",
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--workers", type=int, default=1, help="uvicorn workers of each server")
     parser.add_argument("--operations", type=int, default=2000)
@@ -405,7 +434,7 @@ def main() -> None:
         bare_url = f"http://127.0.0.1:{bare_port}{path}"
         script = work / "rotate.lua"
         script.write_text(LUA)
-        per_run = 80_000  # distinct events for the intake run (more than it can take in)
+        per_run = 80_000  # distinct events for one intake run (more than it can take in)
 
         # warm-up of both (imports, pools, caches), then the measured runs
         warm = work / "warm.txt"
@@ -414,30 +443,42 @@ def main() -> None:
             run_wrk(url, script, warm, threads=1, connections=4, duration=2)
         wait_correlated(scratch.url)
 
+        # Each endpoint's maximum: the best rate over the connection counts (a server that
+        # batches needs more requests in flight to reach its maximum than one that does not).
         bodies = work / "bare.txt"
         signed_bodies(bodies, "bare", 20_000, subjects)  # the bare endpoint stores nothing
-        bare = run_wrk(
-            bare_url, script, bodies, threads=args.threads, connections=args.connections,
-            duration=args.duration,
-        )  # fmt: skip
-        before = count_rows(scratch.url)
+        bare_runs = [
+            run_wrk(
+                bare_url,
+                script,
+                bodies,
+                threads=args.threads,
+                connections=c,
+                duration=args.duration,
+            )
+            for c in args.connections
+        ]
         bodies = work / "ingest.txt"
-        signed_bodies(bodies, "ingest", per_run, subjects)
-        started = time.monotonic()
-        ingest = run_wrk(
-            ingest_url, script, bodies, threads=args.threads, connections=args.connections,
-            duration=args.duration,
-        )  # fmt: skip
-        answered = time.monotonic() - started
-        drain = wait_correlated(scratch.url)
-        processed_s = answered + drain
-        after = count_rows(scratch.url)
-        print(f"wrk bare: {bare}\nwrk intake: {ingest}", file=sys.stderr)
+        signed_bodies(bodies, "ingest", per_run * len(args.connections), subjects)
+        intake_runs: list[IntakeRun] = []
+        for n, c in enumerate(args.connections):
+            before = count_rows(scratch.url)
+            started = time.monotonic()
+            result = run_wrk(
+                ingest_url, script, bodies, threads=args.threads, connections=c,
+                duration=args.duration, start=n * per_run,
+            )  # fmt: skip
+            answered = time.monotonic() - started
+            drain = wait_correlated(scratch.url)
+            after = count_rows(scratch.url)
+            intake_runs.append(IntakeRun(c, result, before, after, answered, drain))
+        bare = max(bare_runs, key=lambda r: r.rps)
+        best = max(intake_runs, key=lambda r: r.wrk.rps)
 
         # Latency at half the intake's maximum: paced wrk connections (each waits between its
         # requests), the same pacing for both endpoints. A connection's cycle is its pause plus
         # the latency, so a short probe measures the latency and the pause is shortened by it.
-        rate = max(1.0, ingest.rps / 2)
+        rate = max(1.0, best.wrk.rps / 2)
         paced = 32
         bodies = work / "latency.txt"
         signed_bodies(bodies, "latency", int(rate * (args.latency_seconds + 5) * 2) + 100, subjects)
@@ -458,37 +499,44 @@ def main() -> None:
         wait_correlated(scratch.url)
         final = count_rows(scratch.url)
 
-        new_events = after[0] - before[0]
         print(
             f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, python {sys.version.split()[0]}, "
             f"cpus: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}, uvicorn "
-            f"{args.workers} worker(s) each, wrk -t{args.threads} -c{args.connections} "
-            f"-d{args.duration}s, {args.operations} open operations"
+            f"{args.workers} worker(s) each, wrk -t{args.threads} -d{args.duration}s at "
+            f"{', '.join(f'-c{c}' for c in args.connections)}, {args.operations} open operations"
         )
         print()
-        print("| endpoint | requests/s | p50 ms | p99 ms | requests | non-2xx |")
-        print("|---|---|---|---|---|---|")
-        for name, r in (
-            ("bare FastAPI (reads the body)", bare),
-            ("intake (verify, store, correlate, wake)", ingest),
-        ):
+        print(
+            "| endpoint | connections | requests/s | p50 ms | p99 ms | requests | non-2xx "
+            "| fully processed /s | correlator caught up after |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|")
+        for c, r in zip(args.connections, bare_runs, strict=True):
             print(
-                f"| {name} | {r.rps:.0f} | {r.p50_ms:.1f} | {r.p99_ms:.1f} | {r.requests} "
-                f"| {r.non_2xx} |"
+                f"| bare FastAPI (reads the body) | {c} | {r.rps:.0f} | {r.p50_ms:.1f} "
+                f"| {r.p99_ms:.1f} | {r.requests} | {r.non_2xx} | — | — |"
             )
-        processed = new_events / processed_s
-        print(
-            f"| intake, fully processed (stored, correlated, woken) | {processed:.0f} | — | — "
-            f"| {new_events} | — |"
-        )
+        for run in intake_runs:
+            r = run.wrk
+            print(
+                f"| intake (verify, store, correlate, wake) | {run.connections} | {r.rps:.0f} "
+                f"| {r.p50_ms:.1f} | {r.p99_ms:.1f} | {r.requests} | {r.non_2xx} "
+                f"| {run.processed:.0f} | {run.drain_s:.1f} s |"
+            )
+        processed = max(run.processed for run in intake_runs)
         print()
-        print(f"ratio intake answered / bare: {ingest.rps / bare.rps:.2f}")
-        print(f"ratio intake fully processed / bare: {processed / bare.rps:.2f}")
         print(
-            f"intake run: {new_events} new events, {after[1] - before[1]} correlations, "
-            f"{after[2] - before[2]} wakes for {ingest.requests} requests; wrk ran "
-            f"{answered:.1f} s, the correlator caught up {drain:.2f} s after it"
+            f"maximum rates: bare {bare.rps:.0f} req/s, intake answered {best.wrk.rps:.0f} "
+            f"req/s (-c{best.connections}), intake fully processed {processed:.0f} events/s"
         )
+        print(f"ratio intake answered / bare: {best.wrk.rps / bare.rps:.2f}")
+        print(f"ratio intake fully processed / bare: {processed / bare.rps:.2f}")
+        for run in intake_runs:
+            print(
+                f"intake -c{run.connections}: {run.new_events} new events, "
+                f"{run.after[1] - run.before[1]} correlations, {run.after[2] - run.before[2]} "
+                f"wakes for {run.wrk.requests} requests"
+            )
         print()
         print(
             f"paced at {rate:.0f} req/s (half the intake's maximum; {paced} connections, "

@@ -19,6 +19,7 @@ sweeper ends its current pass.
 from __future__ import annotations
 
 import atexit
+import gc
 import logging
 import os
 import shutil
@@ -67,14 +68,24 @@ def _setup_logging() -> None:
 
 def ingress_app() -> Any:
     """uvicorn factory (``--factory``): logging and Celery hooks set up in each worker process,
-    then the ingress app of ``services.ingress.app``."""
+    then the ingress app of ``services.ingress.app``.
+
+    Everything loaded by then (the libraries, the app, the contract registry) lives as long as
+    the process, so it is moved out of the garbage collector's reach (``gc.freeze``): a full
+    collection otherwise walks all of it, and under load that held the event loop for 60 to 100 ms
+    at a time (see docs/benchmarks.md, "Ingest")."""
     _setup_logging()
     from shared.observability import install_celery_hooks
 
     install_celery_hooks()
     from services.ingress.app import create_app
+    from shared.registry import get_registry
 
-    return create_app()
+    app = create_app()
+    get_registry()  # the contracts and skills every request reads
+    gc.collect()
+    gc.freeze()
+    return app
 
 
 @group.command("ingress")

@@ -188,20 +188,18 @@ SEND_BATCH = 500
 """Most messages one broker round trip carries in :func:`send_many`."""
 
 
-def send_many(task_name: str, many_args: Sequence[list[Any]], *, countdown_s: float = 0.0) -> None:
-    """Send one ``task_name`` message per entry of ``many_args`` through one producer; on Redis
-    they go in pipelined round trips (kombu's publish batch) instead of one round trip each. A
-    failure raises and may leave part of them sent: the caller's schedule in the database is
-    the record, as for :func:`send`."""
+def send_many(task_name: str, many_args: Sequence[list[Any]]) -> None:
+    """Send one ``task_name`` message per entry of ``many_args``, due at once, through one
+    producer; on Redis they go in pipelined round trips (kombu's publish batch) instead of one
+    round trip each. A failure raises and may leave part of them sent: the caller's schedule in
+    the database is the record, as for :func:`send`."""
     if not many_args:
         return
-    countdown = max(0.0, countdown_s)
     with app.producer_or_acquire() as producer, producer.batch(max_size=SEND_BATCH):
         for args in many_args:
             app.send_task(
                 task_name,
                 args=args,
-                countdown=countdown if countdown > 0 else None,
                 producer=producer,
                 retry=False,  # nothing goes out before the batch's flush, which raises
             )

@@ -382,3 +382,25 @@ def test_a_report_links_an_event_a_correlator_has_claimed_without_deadlock(
     assert links(pg_engine, op_id) == [("evt_k1", "idempotency_key", "strong")]
     assert load_operation(pg_engine, op_id).subject_id == "re_K1"
     assert pending(pg_engine) == []
+
+
+def test_the_wakes_of_one_transaction_go_to_redis_as_one_message_each(
+    client: TestClient, redis_url: str
+) -> None:
+    """``dispatch_observe_now`` pipelines the messages (kombu's publish batch): each wake is
+    still its own ``observe(operation_id, fence)`` message, in order, on the observe queue."""
+    import redis
+
+    from shared.scheduling import dispatch_observe_now
+
+    queue = redis.Redis.from_url(redis_url)
+    key = QUEUE_PREFIX + "observe"
+    queue.delete(key)
+    wakes = [(f"op_batch_{i:04d}", i + 2) for i in range(700)]  # more than one round trip
+    assert dispatch_observe_now(wakes) is True
+    assert queue.llen(key) == 700
+    sent = [json.loads(raw) for raw in reversed(queue.lrange(key, 0, -1))]  # LPUSH: newest first
+    assert [m["headers"]["task"] for m in sent] == ["provely.observe"] * 700
+    assert [m["headers"]["argsrepr"] for m in sent] == [repr([op, f]) for op, f in wakes]
+    assert len({m["headers"]["id"] for m in sent}) == 700
+    queue.delete(key)

@@ -1148,11 +1148,15 @@ _Key = tuple[str, str, str]
 
 def _json_text(d: Delivery) -> str:
     """The event's JSON text for the ``body`` column: the raw body itself when it is UTF-8
-    (it is the document the event was parsed from), else the document written out again."""
+    without a byte order mark (it is the document the event was parsed from, and PostgreSQL's
+    JSON parser refuses a mark), else the document written out again."""
     try:
-        return d.raw.decode("utf-8")
+        text = d.raw.decode("utf-8")
     except UnicodeDecodeError:
+        text = "\ufeff"
+    if text.startswith("\ufeff"):
         return json.dumps(d.event.body, separators=(",", ":"))
+    return text
 
 
 @dataclass(frozen=True, slots=True)

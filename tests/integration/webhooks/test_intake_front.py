@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, select, text
@@ -73,16 +74,23 @@ def test_a_connection_the_database_dropped_is_replaced(
     assert counts(pg_engine)[0] == 2
 
 
-def test_a_body_that_is_not_utf8_is_stored_as_its_document(
-    client: TestClient, tenant: Tenant, pg_engine: Engine
+@pytest.mark.parametrize(
+    ("event_id", "encode"),
+    [
+        ("evt_front_utf16", lambda text: text.encode("utf-16")),
+        ("evt_front_utf8_bom", lambda text: text.encode("utf-8-sig")),
+    ],
+)
+def test_a_body_that_is_not_plain_utf8_is_stored_as_its_document(
+    client: TestClient, tenant: Tenant, pg_engine: Engine, event_id: str, encode: Any
 ) -> None:
-    """The body column takes the raw text when it is UTF-8; JSON in UTF-16 (valid, if rare) is
-    written out from the parsed document instead."""
-    document = json.loads(body_for("evt_front_utf16"))
-    raw = json.dumps(document).encode("utf-16")
+    """The body column takes the raw text when it is plain UTF-8; JSON in UTF-16 or after a
+    UTF-8 byte order mark (valid, if rare) is written out from the parsed document instead."""
+    document = json.loads(body_for(event_id))
+    raw = encode(json.dumps(document))
     response = client.post(tenant.path, content=raw, headers=signed(raw))
     assert response.status_code == 200, response.text
     with Session(pg_engine) as session:
-        row = session.execute(select(Event).where(Event.event_id == "evt_front_utf16")).scalar_one()
+        row = session.execute(select(Event).where(Event.event_id == event_id)).scalar_one()
     assert row.body == document
     assert bytes(row.raw) == raw

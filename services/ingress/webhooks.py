@@ -61,6 +61,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from services.ingress.problems import PROBLEM_JSON, problem_response
 from shared.core.skill import EventShape
 from shared.db.models import Connection
+from shared.db.session import IDLE_PING_AFTER_S
 from shared.intake import (
     Delivery,
     IntakeResult,
@@ -329,8 +330,6 @@ async def _ingest_one_pg(
         return exc
 
 
-IDLE_PING_AFTER_S = 5.0
-"""An intake connection idle for longer is pinged before it carries a batch."""
 CONNECT_TIMEOUT_S = 5
 """How long a new intake connection may take (a refused one fails at once)."""
 APPLICATION_NAME = "provely-intake"
@@ -344,8 +343,9 @@ class _IntakeConnections:
     and each holds one connection, so no more exist, and nobody waits for one. When none is
     idle a connection is made there and then, so a database that refuses connections fails the
     batch at once (503, the provider retries) instead of making deliveries wait for a pool to
-    reconnect. One that comes back broken or inside a transaction is closed; one idle for a
-    while is pinged before use (a database restart leaves such connections dead).
+    reconnect. One that comes back broken or inside a transaction is closed; one idle for longer
+    than the engine's ``IDLE_PING_AFTER_S`` is pinged before use, as the engine's pooled
+    connections are (a database restart leaves such connections dead).
     """
 
     def __init__(self, conninfo: str) -> None:

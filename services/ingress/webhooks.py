@@ -407,6 +407,14 @@ class _LoopConnections:
     loop: weakref.ref[asyncio.AbstractEventLoop]
     by_engine: dict[int, tuple[Engine, _IntakeConnections]]
 
+    def abandon(self) -> None:
+        for _, connections in self.by_engine.values():
+            connections.abandon()
+
+    async def close(self) -> None:
+        for _, connections in self.by_engine.values():
+            await connections.close()
+
 
 _intake_connections: dict[int, _LoopConnections] = {}
 """By event loop (its id, with a weak reference to tell a reused id apart)."""
@@ -433,15 +441,13 @@ def _forget_finished_loops() -> None:
         loop = entry.loop()
         if loop is None or loop.is_closed():
             del _intake_connections[key]
-            for _, connections in entry.by_engine.values():
-                connections.abandon()
+            entry.abandon()
 
 
 @atexit.register
 def _abandon_all() -> None:
     for entry in _intake_connections.values():
-        for _, connections in entry.by_engine.values():
-            connections.abandon()
+        entry.abandon()
     _intake_connections.clear()
 
 
@@ -449,8 +455,7 @@ async def close_intake_connections() -> None:
     """Close this event loop's intake connections (the app's lifespan shutdown)."""
     entry = _intake_connections.pop(id(asyncio.get_running_loop()), None)
     if entry is not None:
-        for _, connections in entry.by_engine.values():
-            await connections.close()
+        await entry.close()
 
 
 MIN_SEND_INTERVAL_S = 0.1

@@ -90,6 +90,10 @@ class Provider:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body leave in one write (buffered, flushed after each request), with
+            # Nagle off: written apart, the body waited on the client's delayed ACK.
+            wbufsize = -1
+            disable_nagle_algorithm = True
 
             def do_GET(self) -> None:
                 refund_id = self.path.rsplit("/", 1)[-1]

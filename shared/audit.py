@@ -5,9 +5,18 @@ first) and ``hash`` = sha256(prev_hash + canonical JSON of the row's fields). Ed
 or reordering any row breaks the chain from that row on; :func:`verify_chain` names the first
 broken row.
 
-Appending is safe under concurrency: the workspace row is locked (``SELECT … FOR NO KEY
-UPDATE`` on PostgreSQL; SQLite serialises writers with ``BEGIN IMMEDIATE``) before the last
-``seq`` is read, and ``(workspace_id, seq)`` is unique.
+The workspace row holds the chain's head (``chain_seq``, ``chain_hash``, ``chain_prev_hash``).
+:func:`append_transition` only queues a row in the session; the rows are written when the
+transaction commits, last in it, each by one statement that moves the head forward and inserts
+the row. Moving the head locks the workspace row (the lock an UPDATE takes, FOR NO KEY UPDATE:
+it blocks other appenders of the workspace, not inserts of rows that reference it) until the
+commit, so a workspace's appenders take turns and ``(workspace_id, seq)`` stays gapless and
+unique.
+
+On PostgreSQL the new hash is computed by the server from the head it has just locked, and the
+appends and the COMMIT go to the server in one pipeline (:func:`commit`): the lock is held for the
+server's own work only, never across a round trip to a busy worker process. SQLite serialises
+writers anyway (``BEGIN IMMEDIATE``); there the hash is computed here.
 """
 
 from __future__ import annotations
@@ -17,27 +26,56 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, insert, select
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session, make_transient_to_detached
+from sqlalchemy import Connection, Table, bindparam, event, insert, select, update
+from sqlalchemy.exc import DBAPIError, StatementError
+from sqlalchemy.orm import Session
 
 from shared.core.contract import canonical_json
-from shared.db.models import Transition, Workspace
+from shared.db.models import GENESIS_HASH, Transition, Workspace
 
 __all__ = [
     "GENESIS_HASH",
     "BrokenLink",
     "append_transition",
+    "commit",
+    "hashed_around_seq",
     "transition_hash",
     "verify_chain",
 ]
 
-GENESIS_HASH = "0" * 64
 _VERIFY_BATCH = 1000
+_PENDING = "provely_chain_pending"
 
 
 def _timestamp(value: datetime) -> str:
     return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _hashed_fields(
+    *,
+    workspace_id: str,
+    seq: int,
+    operation_id: str,
+    from_state: str | None,
+    to_state: str,
+    verdict: str | None,
+    reason: str | None,
+    cause: str,
+    details: dict[str, Any] | None,
+    created_at: datetime,
+) -> dict[str, Any]:
+    return {
+        "workspace_id": workspace_id,
+        "seq": seq,
+        "operation_id": operation_id,
+        "from_state": from_state,
+        "to_state": to_state,
+        "verdict": verdict,
+        "reason": reason,
+        "cause": cause,
+        "details": details,
+        "created_at": _timestamp(created_at),
+    }
 
 
 def transition_hash(
@@ -55,19 +93,33 @@ def transition_hash(
     created_at: datetime,
 ) -> str:
     """sha256 hex of ``prev_hash`` followed by the canonical JSON of the row's fields."""
-    fields = {
-        "workspace_id": workspace_id,
-        "seq": seq,
-        "operation_id": operation_id,
-        "from_state": from_state,
-        "to_state": to_state,
-        "verdict": verdict,
-        "reason": reason,
-        "cause": cause,
-        "details": details,
-        "created_at": _timestamp(created_at),
-    }
-    return hashlib.sha256(prev_hash.encode("ascii") + canonical_json(fields)).hexdigest()
+    hashed = _hashed_fields(
+        workspace_id=workspace_id,
+        seq=seq,
+        operation_id=operation_id,
+        from_state=from_state,
+        to_state=to_state,
+        verdict=verdict,
+        reason=reason,
+        cause=cause,
+        details=details,
+        created_at=created_at,
+    )
+    return hashlib.sha256(prev_hash.encode("ascii") + canonical_json(hashed)).hexdigest()
+
+
+def hashed_around_seq(fields: dict[str, Any]) -> tuple[bytes, bytes]:
+    """The canonical JSON of a row's hashed ``fields`` (see :func:`transition_hash`) without
+    ``seq``, as the bytes before and after its decimal digits.
+
+    ``prev_hash + before + str(seq) + after`` is what :func:`transition_hash` hashes: the row's
+    position is left for whoever holds the chain's lock to fill in. Keys are sorted, so the
+    object is the fields before ``"seq"``, then ``seq``, then the fields after it.
+    """
+    hashed = _hashed_fields(seq=0, **fields)
+    before = canonical_json({k: v for k, v in hashed.items() if k < "seq"})
+    after = canonical_json({k: v for k, v in hashed.items() if k > "seq"})
+    return before[:-1] + b',"seq":', b"," + after[1:]
 
 
 def _row_hash(row: Transition) -> str:
@@ -86,60 +138,32 @@ def _row_hash(row: Transition) -> str:
     )
 
 
-_TRANSITIONS = cast(Table, Transition.__table__)
-_INSERT = insert(_TRANSITIONS).returning(_TRANSITIONS.c.id)
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A transition queued in a session, written when the session commits."""
 
-_LOCK_SQL = "SELECT id FROM workspaces WHERE id = %s FOR NO KEY UPDATE"
-_LAST_SQL = "SELECT seq, hash FROM transitions WHERE workspace_id = %s ORDER BY seq DESC LIMIT 1"
+    workspace_id: str
+    operation_id: str
+    from_state: str | None
+    to_state: str
+    verdict: str | None
+    reason: str | None
+    cause: str
+    details: dict[str, Any] | None
+    created_at: datetime
 
-
-def _lock_chain(session: Session, workspace_id: str) -> tuple[bool, tuple[int, str] | None]:
-    """Lock the workspace's chain; whether the workspace exists, and its last (seq, hash).
-
-    Serialises appenders of this workspace. NO KEY UPDATE does not block inserts of rows that
-    reference the workspace (they take KEY SHARE), only other appenders. The last row is read
-    by a statement that starts once the lock is held, so it sees the previous holder's row.
-    """
-    connection = session.connection()
-    if connection.dialect.name == "postgresql":
-        # Both statements go in one pipeline: the server reads the last row as soon as it
-        # grants the lock, without a round trip back to this (maybe busy) process in between.
-        # Each statement still takes its own snapshot (READ COMMITTED), so the read is fresh.
-        session.flush()  # what autoflush would have sent before the lock, sent first
-        return _lock_chain_pipelined(connection, workspace_id)
-    locked = session.execute(
-        select(Workspace.id).where(Workspace.id == workspace_id).with_for_update(key_share=True)
-    ).scalar_one_or_none()
-    if locked is None:
-        return False, None
-    last = session.execute(
-        select(Transition.seq, Transition.hash)
-        .where(Transition.workspace_id == workspace_id)
-        .order_by(Transition.seq.desc())
-        .limit(1)
-    ).first()
-    return True, None if last is None else (int(last.seq), str(last.hash))
-
-
-def _lock_chain_pipelined(
-    connection: Connection, workspace_id: str
-) -> tuple[bool, tuple[int, str] | None]:
-    import psycopg
-
-    raw: Any = connection.connection.driver_connection
-    try:
-        with raw.pipeline():
-            locked = raw.execute(_LOCK_SQL, (workspace_id,))
-            last = raw.execute(_LAST_SQL, (workspace_id,))
-        found = locked.fetchone() is not None
-        row = last.fetchone()
-    except psycopg.Error as exc:  # the same exceptions as a statement sent through SQLAlchemy
-        raise DBAPIError.instance(
-            _LOCK_SQL, (workspace_id,), exc, psycopg.Error, dialect=connection.dialect
-        ) from exc
-    if not found:
-        return False, None
-    return True, None if row is None else (int(row[0]), str(row[1]))
+    def fields(self) -> dict[str, Any]:
+        return {
+            "workspace_id": self.workspace_id,
+            "operation_id": self.operation_id,
+            "from_state": self.from_state,
+            "to_state": self.to_state,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "cause": self.cause,
+            "details": self.details,
+            "created_at": self.created_at,
+        }
 
 
 def append_transition(
@@ -154,35 +178,163 @@ def append_transition(
     cause: str,
     now: datetime,
     details: dict[str, Any] | None = None,
-) -> Transition:
-    """Append one transition to the workspace's chain, in the caller's transaction."""
-    found, last = _lock_chain(session, workspace_id)
-    if not found:
-        raise LookupError(f"workspace {workspace_id} does not exist")
-    seq = 1 if last is None else last[0] + 1
-    prev_hash = GENESIS_HASH if last is None else last[1]
-    # Store what is hashed: microsecond UTC, the precision both backends keep.
-    created_at = now.astimezone(UTC)
-    values: dict[str, Any] = {
-        "workspace_id": workspace_id,
-        "seq": seq,
-        "operation_id": operation_id,
-        "from_state": from_state,
-        "to_state": to_state,
-        "verdict": verdict,
-        "reason": reason,
-        "cause": cause,
-        "details": details,
-        "created_at": created_at,
-        "prev_hash": prev_hash,
-    }
-    values["hash"] = transition_hash(**values)  # the hashed fields are the stored ones
-    values["id"] = session.execute(_INSERT, values).scalar_one()
-    # The stored row, as the session would hold it after a flush (no second INSERT).
-    row = Transition(**values)
-    make_transient_to_detached(row)
-    session.add(row)
-    return row
+) -> None:
+    """Append one transition to the workspace's chain when the caller's transaction commits.
+
+    The row takes its place in the chain (``seq``, ``prev_hash``, ``hash``) at the commit, after
+    every other statement of the transaction; a rolled-back transaction appends nothing. Rows
+    queued in one transaction are appended in the order they were queued.
+    """
+    session.connection()  # the queue belongs to a transaction: begin one if none is open
+    session.info.setdefault(_PENDING, []).append(
+        _Pending(
+            workspace_id=workspace_id,
+            operation_id=operation_id,
+            from_state=from_state,
+            to_state=to_state,
+            verdict=verdict,
+            reason=reason,
+            cause=cause,
+            details=details,
+            # Store what is hashed: microsecond UTC, the precision both backends keep.
+            created_at=now.astimezone(UTC),
+        )
+    )
+
+
+def commit(session: Session) -> None:
+    """Commit ``session``'s transaction, its queued transitions appended last.
+
+    On PostgreSQL the appends and the COMMIT are sent in one pipeline: the workspace's chain is
+    locked by the first append and released by the COMMIT with no round trip in between.
+    """
+    pending: list[_Pending] | None = session.info.pop(_PENDING, None)
+    if pending:
+        session.flush()  # every other change of the transaction goes first
+        connection = session.connection()
+        if connection.dialect.name == "postgresql":
+            _append_pg(connection, pending, commit=True)
+        else:
+            _append_here(connection, pending)
+    session.commit()  # on PostgreSQL after the pipeline: nothing left to send
+
+
+@event.listens_for(Session, "before_commit")
+def _append_before_commit(session: Session) -> None:
+    """A commit not made through :func:`commit` still appends what its transaction queued."""
+    pending: list[_Pending] | None = session.info.pop(_PENDING, None)
+    if pending:
+        session.flush()
+        connection = session.connection()
+        if connection.dialect.name == "postgresql":
+            _append_pg(connection, pending, commit=False)
+        else:
+            _append_here(connection, pending)
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _forget_after_rollback(session: Session, previous_transaction: Any) -> None:
+    if not session.in_transaction():  # the whole transaction, not a savepoint
+        session.info.pop(_PENDING, None)
+
+
+# One statement per append: the UPDATE locks the workspace row (waiting for an appender ahead,
+# then reading the head it committed), computes the next hash from it, and returns the new head
+# (chain_prev_hash is the old chain_hash: every SET expression reads the row before the UPDATE).
+# An unknown workspace leaves `head` empty and the LEFT JOIN gives seq NULL: the INSERT fails.
+_APPEND_PG = """
+WITH head AS (
+    UPDATE workspaces SET
+        chain_seq = chain_seq + 1,
+        chain_prev_hash = chain_hash,
+        chain_hash = encode(sha256(
+            convert_to(chain_hash, 'UTF8') || %(before_seq)s::bytea
+            || convert_to((chain_seq + 1)::text, 'UTF8') || %(after_seq)s::bytea
+        ), 'hex')
+    WHERE id = %(workspace_id)s
+    RETURNING chain_seq, chain_prev_hash, chain_hash
+)
+INSERT INTO transitions (
+    workspace_id, seq, operation_id, from_state, to_state, verdict, reason, cause, details,
+    created_at, prev_hash, hash
+)
+SELECT
+    %(workspace_id)s, head.chain_seq, %(operation_id)s, %(from_state)s, %(to_state)s,
+    %(verdict)s, %(reason)s, %(cause)s, %(details)s, %(created_at)s,
+    head.chain_prev_hash, head.chain_hash
+FROM (VALUES (1)) AS one LEFT JOIN head ON true
+"""
+
+
+def _append_pg(connection: Connection, pending: list[_Pending], *, commit: bool) -> None:
+    import psycopg
+    from psycopg.types.json import Json
+
+    raw: Any = connection.connection.driver_connection
+    params = []
+    for row in pending:
+        before, after = hashed_around_seq(row.fields())
+        values = row.fields()
+        values.update(before_seq=before, after_seq=after, details=Json(row.details))
+        params.append(values)
+    try:
+        with raw.pipeline():
+            for values in params:
+                raw.execute(_APPEND_PG, values)
+            if commit:
+                raw.commit()
+    except psycopg.errors.NotNullViolation as exc:
+        if exc.diag.column_name == "seq":
+            names = sorted({row.workspace_id for row in pending})
+            raise LookupError(f"workspace {', '.join(names)} does not exist") from exc
+        raise _sqlalchemy_error(connection, exc) from exc
+    except psycopg.Error as exc:  # the same exceptions as a statement sent through SQLAlchemy
+        raise _sqlalchemy_error(connection, exc) from exc
+
+
+def _sqlalchemy_error(connection: Connection, exc: Exception) -> StatementError:
+    import psycopg
+
+    return DBAPIError.instance(_APPEND_PG, None, exc, psycopg.Error, dialect=connection.dialect)
+
+
+_TRANSITIONS = cast(Table, Transition.__table__)
+_INSERT_ROW = insert(_TRANSITIONS)
+_WORKSPACES = cast(Table, Workspace.__table__)
+_HEAD = select(_WORKSPACES.c.chain_seq, _WORKSPACES.c.chain_hash).where(
+    _WORKSPACES.c.id == bindparam("workspace_id")
+)
+_MOVE_HEAD = (
+    update(_WORKSPACES)
+    .where(_WORKSPACES.c.id == bindparam("workspace_id"))
+    .values(
+        chain_seq=bindparam("seq"),
+        chain_prev_hash=bindparam("prev_hash"),
+        chain_hash=bindparam("hash"),
+    )
+)
+
+
+def _append_here(connection: Connection, pending: list[_Pending]) -> None:
+    """The same appends with the hash computed in this process (the writer holds the lock)."""
+    for row in pending:
+        head = connection.execute(_HEAD, {"workspace_id": row.workspace_id}).first()
+        if head is None:
+            raise LookupError(f"workspace {row.workspace_id} does not exist")
+        seq = int(head.chain_seq) + 1
+        prev_hash = str(head.chain_hash)
+        before, after = hashed_around_seq(row.fields())
+        digest = hashlib.sha256(
+            prev_hash.encode("ascii") + before + str(seq).encode("ascii") + after
+        ).hexdigest()
+        connection.execute(
+            _MOVE_HEAD,
+            {"workspace_id": row.workspace_id, "seq": seq, "prev_hash": prev_hash, "hash": digest},
+        )
+        connection.execute(
+            _INSERT_ROW,
+            {**row.fields(), "seq": seq, "prev_hash": prev_hash, "hash": digest},
+        )
 
 
 @dataclass(frozen=True, slots=True)

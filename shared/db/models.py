@@ -46,6 +46,9 @@ __all__ = [
     "Workspace",
 ]
 
+GENESIS_HASH = "0" * 64
+"""The ``prev_hash`` of a workspace's first transition."""
+
 # BIGINT autoincrement on PostgreSQL, INTEGER (rowid) on SQLite.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 Json = JSON()
@@ -99,6 +102,15 @@ class Workspace(Base):
     name: Mapped[str] = mapped_column(String(200))
     action_window_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    # The head of the workspace's audit chain (shared.audit): the last transition's seq, hash
+    # and prev_hash, moved forward by the statement that appends the next one.
+    chain_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    chain_hash: Mapped[str] = mapped_column(
+        String(64), default=GENESIS_HASH, server_default=GENESIS_HASH
+    )
+    chain_prev_hash: Mapped[str] = mapped_column(
+        String(64), default=GENESIS_HASH, server_default=GENESIS_HASH
+    )
 
 
 class ApiKey(Base):

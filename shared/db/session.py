@@ -27,6 +27,8 @@ from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from shared.audit import commit
+
 __all__ = [
     "dispose_engines",
     "get_engine",
@@ -167,7 +169,7 @@ def session_scope(engine: Engine | None = None) -> Iterator[Session]:
     session = session_factory(engine)()
     try:
         yield session
-        session.commit()
+        commit(session)  # the audit chain's queued rows last, then COMMIT
     except BaseException:
         session.rollback()
         raise

@@ -38,6 +38,7 @@ def _chain(flow: RefundFlow) -> list[tuple[int, int]]:
         other.verified(s)
         op = s.get(Operation, "op_2")
         assert op is not None
+    with session_scope(flow.engine) as s:  # transitions are appended when the first commits
         rows = s.execute(
             select(Transition.id, Transition.seq)
             .where(Transition.workspace_id == "ws_a")

@@ -1,0 +1,244 @@
+"""The audit chain's rows are appended when their transaction commits, from the head the
+workspace row keeps: on both backends, and on PostgreSQL without holding the chain's lock
+before the commit."""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy import Engine, select, text
+from sqlalchemy.orm import Session
+
+from shared.audit import GENESIS_HASH, append_transition, verify_chain
+from shared.db.migrate import upgrade
+from shared.db.models import Transition, Workspace
+from shared.db.session import make_engine, session_factory, session_scope
+from tests.integration.api.test_persistence import _operation, _workspace
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2026, 11, 30, 8, 0, 0, 123456, tzinfo=UTC)
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def engine(request: pytest.FixtureRequest) -> Engine:
+    name = "pg_engine" if request.param == "postgresql" else "sqlite_engine"
+    result: Engine = request.getfixturevalue(name)
+    return result
+
+
+def _append(session: Session, reason: str, *, ws: str = "ws_a", details: object = None) -> None:
+    append_transition(
+        session,
+        workspace_id=ws,
+        operation_id="op_1",
+        from_state="OBSERVING",
+        to_state="PENDING",
+        verdict="PENDING",
+        reason=reason,
+        cause="test",
+        now=T0,
+        details=details,  # type: ignore[arg-type]
+    )
+
+
+def _rows(engine: Engine) -> list[tuple[int, str, str, str | None]]:
+    with session_scope(engine) as s:
+        found = s.execute(
+            select(Transition.seq, Transition.prev_hash, Transition.hash, Transition.reason)
+            .where(Transition.workspace_id == "ws_a")
+            .order_by(Transition.seq)
+        ).all()
+        return [(r.seq, r.prev_hash, r.hash, r.reason) for r in found]
+
+
+def _head(engine: Engine) -> tuple[int, str, str]:
+    with session_scope(engine) as s:
+        ws = s.get(Workspace, "ws_a")
+        assert ws is not None
+        return ws.chain_seq, ws.chain_prev_hash, ws.chain_hash
+
+
+def test_rows_are_written_at_commit_and_the_head_follows(engine: Engine) -> None:
+    with session_scope(engine) as s:
+        _workspace(s)
+        _operation(s)
+    assert _head(engine) == (0, GENESIS_HASH, GENESIS_HASH)
+    with session_scope(engine) as s:
+        _append(s, "first", details={"seq": 99, "note": "héllo ✓"})
+        _append(s, "second")
+        # Queued, not yet in the table.
+        assert s.scalar(select(Transition.id).limit(1)) is None
+    rows = _rows(engine)
+    assert [(seq, reason) for seq, _, _, reason in rows] == [(1, "first"), (2, "second")]
+    assert rows[0][1] == GENESIS_HASH
+    assert rows[1][1] == rows[0][2]
+    assert _head(engine) == (2, rows[1][1], rows[1][2])
+    with session_scope(engine) as s:
+        # The hashes the database computed are the ones transition_hash computes.
+        assert verify_chain(s, "ws_a") is None
+
+
+def test_a_rolled_back_transaction_appends_nothing(engine: Engine) -> None:
+    with session_scope(engine) as s:
+        _workspace(s)
+        _operation(s)
+
+    def failing_task() -> None:
+        with session_scope(engine) as s:
+            _append(s, "lost")
+            raise RuntimeError("the task failed")
+
+    with pytest.raises(RuntimeError):
+        failing_task()
+    session = session_factory(engine)()
+    _append(session, "lost too")
+    session.rollback()
+    session.commit()  # the queue went with the rollback
+    session.close()
+    with session_scope(engine) as s:
+        _append(s, "kept")
+    assert [(seq, reason) for seq, _, _, reason in _rows(engine)] == [(1, "kept")]
+
+
+def test_a_commit_outside_session_scope_still_appends(engine: Engine) -> None:
+    with session_scope(engine) as s:
+        _workspace(s)
+        _operation(s)
+    session = session_factory(engine)()
+    _append(session, "plain commit")
+    session.commit()
+    session.close()
+    assert [(seq, reason) for seq, _, _, reason in _rows(engine)] == [(1, "plain commit")]
+    with session_scope(engine) as s:
+        assert verify_chain(s, "ws_a") is None
+
+
+def test_an_unknown_workspace_fails_the_whole_transaction(engine: Engine) -> None:
+    with session_scope(engine) as s:
+        _workspace(s)
+        _operation(s)
+
+    def append_nowhere() -> None:
+        with session_scope(engine) as s:
+            s.execute(text("UPDATE workspaces SET name = 'changed' WHERE id = 'ws_a'"))
+            _append(s, "nowhere", ws="ws_gone")
+
+    with pytest.raises(LookupError, match="ws_gone"):
+        append_nowhere()
+    with session_scope(engine) as s:
+        assert s.scalar(select(Workspace.name).where(Workspace.id == "ws_a")) == "ws_a"
+        assert s.scalar(select(Transition.id).limit(1)) is None
+
+
+def test_an_open_transaction_does_not_hold_the_chain(pg_engine: Engine) -> None:
+    """Appending queues: another appender of the workspace is not blocked until the commit."""
+    with session_scope(pg_engine) as s:
+        _workspace(s)
+        _operation(s)
+    slow = session_factory(pg_engine)()
+    _append(slow, "committed second")
+    slow.execute(text("SELECT 1"))  # its transaction is open on the server
+    with session_scope(pg_engine) as s:
+        s.execute(text("SET LOCAL lock_timeout = '2s'"))  # a held lock fails, not hangs
+        _append(s, "committed first")
+    slow.commit()
+    slow.close()
+    rows = _rows(pg_engine)
+    assert [(seq, reason) for seq, _, _, reason in rows] == [
+        (1, "committed first"),
+        (2, "committed second"),
+    ]
+    with session_scope(pg_engine) as s:
+        assert verify_chain(s, "ws_a") is None
+
+
+def _chain_before_0003(session: Session) -> None:
+    """Three rows written the way revisions before 0003 wrote them (no head on the workspace)."""
+    from shared.audit import transition_hash
+
+    prev = GENESIS_HASH
+    for seq in (1, 2, 3):
+        fields = {
+            "workspace_id": "ws_a",
+            "seq": seq,
+            "operation_id": "op_1",
+            "from_state": None,
+            "to_state": "PENDING",
+            "verdict": None,
+            "reason": f"r{seq}",
+            "cause": "test",
+            "details": None,
+            "created_at": T0 + timedelta(seconds=seq),
+        }
+        digest = transition_hash(prev_hash=prev, **fields)  # type: ignore[arg-type]
+        session.execute(
+            Transition.__table__.insert(), {**fields, "prev_hash": prev, "hash": digest}
+        )
+        prev = digest
+
+
+def _upgrade_from_0002(url: str) -> None:
+    upgrade(url, "0002")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO workspaces (id, name, created_at) VALUES ('ws_a', 'a', :t), "
+                    "('ws_b', 'b', :t)"
+                ),
+                {"t": T0},
+            )
+        with session_scope(engine) as s:
+            _operation(s)
+            _chain_before_0003(s)
+    finally:
+        engine.dispose()
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        with session_scope(engine) as s:
+            last = s.execute(
+                select(Transition.seq, Transition.prev_hash, Transition.hash).where(
+                    Transition.seq == 3
+                )
+            ).one()
+            heads = {
+                ws.id: (ws.chain_seq, ws.chain_prev_hash, ws.chain_hash)
+                for ws in s.scalars(select(Workspace))
+            }
+        assert heads == {
+            "ws_a": (3, last.prev_hash, last.hash),
+            "ws_b": (0, GENESIS_HASH, GENESIS_HASH),
+        }
+        with session_scope(engine) as s:  # the chain goes on from the head it was given
+            _append(s, "after the upgrade")
+        with session_scope(engine) as s:
+            assert verify_chain(s, "ws_a") is None
+            assert s.scalar(select(Workspace.chain_seq).where(Workspace.id == "ws_a")) == 4
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_gives_an_existing_chain_its_head_sqlite(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    sqlite3.connect(path).close()
+    _upgrade_from_0002(f"sqlite:///{path}")
+
+
+def test_upgrade_gives_an_existing_chain_its_head_postgresql(postgres_url: str) -> None:
+    name = f"provely_t_{secrets.token_hex(6)}"
+    admin = postgres_url.replace("postgresql+psycopg://", "postgresql://").rsplit("/", 1)[0]
+    with psycopg.connect(f"{admin}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        _upgrade_from_0002(f"{postgres_url.rsplit('/', 1)[0]}/{name}")
+    finally:
+        with psycopg.connect(f"{admin}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

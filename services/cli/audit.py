@@ -1,9 +1,10 @@
 """CLI: ``provely audit verify`` — walk a workspace's hash-chained transitions.
 
 The chain (``shared.audit.verify_chain``) finds an edited, reordered or deleted row anywhere
-but at its end. Rows cut from the end leave a chain that still holds, so a second check follows:
+but at its end. Rows cut from the end leave a chain that still holds, so two checks follow:
 every operation of the workspace must have transitions, and its state must be where its last
-transition leads (this also catches an operation row edited by hand).
+transition leads (this also catches an operation row edited by hand); and the chain must end at
+the head the workspace row recorded when the last row was appended (seq and hash).
 
 Exit 0 when both hold, 1 at the first broken link (named by row id and seq, or by operation),
 2 when the check cannot run (unknown workspace, unreachable database).
@@ -25,6 +26,10 @@ _PROBLEMS = {
     "prev_hash_mismatch": "the row does not chain to the row before it (edited or reordered)",
     "seq_gap": "a row is missing before it (deleted)",
     "operation_without_transitions": "the operation has no transition rows (deleted)",
+    "head_mismatch": (
+        "the chain does not end at the head its workspace recorded (rows cut from its end, "
+        "or the head edited)"
+    ),
     "state_not_at_last_transition": (
         "the operation's state is not where its last transition leads (rows after it were "
         "deleted, or the state was edited)"
@@ -62,7 +67,7 @@ def _verify_workspace(session: Any, workspace_id: str) -> dict[str, Any]:
             },
         )
         return result
-    tail = _tail_problem(session, workspace_id)
+    tail = _tail_problem(session, workspace_id) or _head_problem(session, workspace_id)
     if tail is not None:
         result.update(result="broken", broken=tail)
     else:
@@ -113,6 +118,34 @@ def _tail_problem(session: Any, workspace_id: str) -> dict[str, Any] | None:
     return None
 
 
+def _head_problem(session: Any, workspace_id: str) -> dict[str, Any] | None:
+    """The workspace row keeps the head its chain was last moved to: the last row must be it."""
+    from sqlalchemy import select
+
+    from shared.audit import GENESIS_HASH
+    from shared.db.models import Transition, Workspace
+
+    head = session.execute(
+        select(Workspace.chain_seq, Workspace.chain_hash).where(Workspace.id == workspace_id)
+    ).one()
+    last = session.execute(
+        select(Transition.id, Transition.seq, Transition.hash, Transition.operation_id)
+        .where(Transition.workspace_id == workspace_id)
+        .order_by(Transition.seq.desc())
+        .limit(1)
+    ).first()
+    seq, digest = (0, GENESIS_HASH) if last is None else (int(last.seq), str(last.hash))
+    if (seq, digest) == (int(head.chain_seq), str(head.chain_hash)):
+        return None
+    return {
+        "id": None if last is None else int(last.id),
+        "seq": None if last is None else seq,
+        "operation_id": None if last is None else str(last.operation_id),
+        "problem": "head_mismatch",
+        "head_seq": int(head.chain_seq),
+    }
+
+
 def _line(result: dict[str, Any]) -> str:
     workspace = result["workspace_id"]
     if result["result"] == "unknown_workspace":
@@ -127,6 +160,12 @@ def _line(result: dict[str, Any]) -> str:
     if broken["id"] is None:
         return (
             f"broken: workspace {workspace}, operation {broken['operation_id']}: "
+            f"{broken['problem']}: {why}"
+        )
+    if broken["problem"] == "head_mismatch":
+        return (
+            f"broken: workspace {workspace} records its chain's head at seq "
+            f"{broken['head_seq']}, its last transition is seq {broken['seq'] or 0}: "
             f"{broken['problem']}: {why}"
         )
     if broken["problem"] == "state_not_at_last_transition":

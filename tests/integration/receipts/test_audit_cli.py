@@ -114,6 +114,33 @@ def test_cutting_the_tail_is_found(flow: RefundFlow, settings: Settings) -> None
     assert json.loads(done.stdout)["broken"]["problem"] == "operation_without_transitions"
 
 
+def test_cutting_the_tail_and_mending_the_state_is_found(
+    flow: RefundFlow, settings: Settings
+) -> None:
+    """The last row cut and the operation's state put back where the row before leads: the
+    head the workspace recorded still tells."""
+    rows = _chain(flow)
+    with flow.engine.begin() as conn:
+        before = conn.execute(
+            text("SELECT to_state FROM transitions WHERE id = :id"), {"id": rows[-2][0]}
+        ).scalar_one()
+        conn.execute(text("DELETE FROM transitions WHERE id = :id"), {"id": rows[-1][0]})
+        conn.execute(text("UPDATE operations SET state = :s WHERE id = 'op_2'"), {"s": before})
+    done = provely(settings, "audit", "verify", "--workspace", "ws_a")
+    assert done.returncode == 1, done.stdout
+    assert (
+        f"records its chain's head at seq {rows[-1][1]}, its last transition is seq "
+        f"{rows[-2][1]}: head_mismatch" in done.stderr
+    )
+    done = provely(settings, "audit", "verify", "--workspace", "ws_a", "--json")
+    broken = json.loads(done.stdout)["broken"]
+    assert (broken["problem"], broken["id"], broken["head_seq"]) == (
+        "head_mismatch",
+        rows[-2][0],
+        rows[-1][1],
+    )
+
+
 def test_editing_an_operation_state_is_found(flow: RefundFlow, settings: Settings) -> None:
     _chain(flow)
     with flow.engine.begin() as conn:

@@ -178,10 +178,22 @@ def _create_app() -> Celery:
 app = _create_app()
 
 
+def _cheap_options(args: list[Any]) -> dict[str, Any]:
+    """Options that spare Celery work it would redo for every message: the arguments' display
+    form (``argsrepr``; Celery's ``saferepr`` cost ~25 µs of the ~150 µs a message takes) and
+    the queue's declaration (kombu copies and binds the queue and its exchange for every
+    publish before finding it declared; the workers declare their queues when they start, and
+    on Redis and the embedded broker a message to an undeclared queue is kept all the same)."""
+    shown = repr(args) if args else "()"  # what Celery would show: args, or () for none
+    return {"argsrepr": shown, "kwargsrepr": "{}", "declare": []}
+
+
 def send(task_name: str, args: list[Any], *, countdown_s: float = 0.0) -> None:
     """Send ``task_name`` by name (routed to its queue); the caller has committed already."""
     countdown = max(0.0, countdown_s)
-    app.send_task(task_name, args=args, countdown=countdown if countdown > 0 else None)
+    app.send_task(
+        task_name, args=args, countdown=countdown if countdown > 0 else None, **_cheap_options(args)
+    )
 
 
 SEND_BATCH = 500
@@ -202,4 +214,5 @@ def send_many(task_name: str, many_args: Sequence[list[Any]]) -> None:
                 args=args,
                 producer=producer,
                 retry=False,  # nothing goes out before the batch's flush, which raises
+                **_cheap_options(args),
             )

@@ -334,7 +334,7 @@ def count_rows(url: str) -> tuple[int, int, int, int]:
             text(
                 "SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM operation_events), "
                 "(SELECT coalesce(sum(fence - 1), 0) FROM operations), "
-                "(SELECT count(*) FROM events WHERE correlated_at IS NULL)"
+                "(SELECT count(*) FROM event_backlog)"
             )
         ).one()
     engine.dispose()

@@ -51,14 +51,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sqlalchemy import Connection, and_, or_, select, text, update
+from sqlalchemy import Connection, and_, delete, insert, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, load_only
 
 from shared.core.contract import Contract
 from shared.core.skill import EventShape
 from shared.core.types import EventRecord
-from shared.db.models import Event, EventKey, Operation, OperationEvent
+from shared.db.models import Event, EventBacklog, EventKey, Operation, OperationEvent
 from shared.signatures import VerifiedDelivery
 
 __all__ = [
@@ -398,6 +398,9 @@ _PG_STORE = text(
         SELECT inserted.id, :workspace_id, :provider, k.name, k.value
         FROM inserted, unnest(CAST(:names AS TEXT[]), CAST(:values AS TEXT[])) AS k(name, value)
         ON CONFLICT DO NOTHING
+    ), queued AS (
+        INSERT INTO event_backlog (event_pk, received_at)
+        SELECT inserted.id, :received_at FROM inserted
     )
     SELECT id FROM inserted
     """
@@ -463,6 +466,8 @@ def store_event(
         event_pk = None if found is None else int(found)
     else:
         event_pk = session.execute(stmt).scalar_one_or_none()
+        if event_pk is not None:
+            session.execute(insert(EventBacklog).values(event_pk=event_pk, received_at=now))
         if event_pk is not None and keys:
             session.execute(
                 _insert(session, EventKey).on_conflict_do_nothing(),
@@ -974,7 +979,7 @@ def ingest_event(
     )
     result.event_pk = event_pk
     result.wakes = wake_operations(session, result.to_wake, now)
-    _mark_correlated(session, [event_pk], now)
+    _mark_correlated(session, [event_pk])
     return result
 
 
@@ -1007,7 +1012,10 @@ _PG_STORE_MANY = """
         FROM batch
         ORDER BY ws, prov, eid
         ON CONFLICT (workspace_id, provider, event_id) DO NOTHING
-        RETURNING id, workspace_id, provider, event_id
+        RETURNING id, workspace_id, provider, event_id, received_at
+    ), queued AS (
+        INSERT INTO event_backlog (event_pk, received_at)
+        SELECT id, received_at FROM inserted
     ), keyed AS (
         INSERT INTO event_keys (event_pk, workspace_id, provider, name, value)
         SELECT i.id, i.workspace_id, i.provider, k.name, k.value
@@ -1021,10 +1029,11 @@ _PG_STORE_MANY = """
     )
     SELECT id, workspace_id, provider, event_id FROM inserted
     """
-"""One statement (one round trip, atomic even in autocommit): the batch's new events and their
-keys. Driver-level SQL with binary parameters (``%(name)b``): psycopg sends the arrays as they
-are, where the text format would escape every body and raw byte string. A new event starts with
-the repeats of its key in the batch as its counter. Nothing in it joins the events table: the
+"""One statement (one round trip, atomic even in autocommit): the batch's new events, their
+keys and their places in the correlation backlog. Driver-level SQL with binary parameters
+(``%(name)b``): psycopg sends the arrays as they are, where the text format would escape every
+body and raw byte string. A new event starts with the repeats of its key in the batch as its
+counter. Nothing in it joins the events table: the
 plan psycopg prepares after a few batches is kept while the table grows, and the conflict check
 goes through the unique index whatever the statistics say."""
 _PG_DUPLICATE = """
@@ -1081,12 +1090,12 @@ def _wake_many(
     return sorted((str(op_id), int(fence)) for op_id, fence in rows)
 
 
-def _mark_correlated(session: Session, event_pks: Sequence[int], now: datetime) -> None:
+def _mark_correlated(session: Session, event_pks: Sequence[int]) -> None:
+    """The events leave the correlation backlog (the event rows themselves are not written)."""
     if event_pks:
         session.execute(
-            update(Event)
-            .where(Event.id.in_(sorted(set(event_pks))))
-            .values(correlated_at=now)
+            delete(EventBacklog)
+            .where(EventBacklog.event_pk.in_(sorted(set(event_pks))))
             .execution_options(synchronize_session=False)
         )
 
@@ -1332,7 +1341,7 @@ def correlate_stored(
     woken = dict(wake(session, {op for _, r in pending for op in r.to_wake}, now))
     for _, r in pending:
         r.wakes = [(op, woken[op]) for op in r.to_wake if op in woken]
-    _mark_correlated(session, [r.event_pk for _, r in pending if r.event_pk is not None], now)
+    _mark_correlated(session, [r.event_pk for _, r in pending if r.event_pk is not None])
 
 
 def _link_batch(
@@ -1447,12 +1456,22 @@ def correlate_backlog(
 ) -> list[IntakeResult]:
     """Claim up to ``limit`` stored events that no correlator has matched yet (oldest first;
     only those received before ``received_before`` when given) and :func:`correlate_stored`
-    them. On PostgreSQL the rows are claimed with ``FOR NO KEY UPDATE SKIP LOCKED``, so
-    correlators running at once never take the same event, while a transaction that links a
-    claimed event from the operation's side (its foreign key check takes ``FOR KEY SHARE``)
-    does not wait for the claim — it holds the workspace's correlation lock the claimer is
-    about to wait for. The caller commits, then dispatches the wakes.
+    them. The events wait as rows of the backlog table (``event_backlog``), which the
+    correlation deletes. On PostgreSQL those rows are claimed with ``FOR UPDATE SKIP LOCKED``,
+    so correlators running at once never take the same event; the event rows are neither locked
+    nor written, so a transaction that links a claimed event from the operation's side never
+    waits for the claim (it holds the workspace's correlation lock the claimer is about to wait
+    for). The caller commits, then dispatches the wakes.
     """
+    claim = select(EventBacklog.event_pk)
+    if received_before is not None:
+        claim = claim.where(EventBacklog.received_at < received_before)
+    claim = claim.order_by(EventBacklog.event_pk).limit(limit)
+    if session.get_bind().dialect.name == "postgresql":
+        claim = claim.with_for_update(skip_locked=True)
+    claimed = [int(pk) for pk in session.execute(claim).scalars()]
+    if not claimed:
+        return []
     # Only what correlation reads: neither the body (a JSON document to decode) nor the raw
     # bytes are loaded, and rows are plain tuples rather than tracked objects.
     query = select(
@@ -1466,15 +1485,8 @@ def correlate_backlog(
         Event.object_id,
         Event.idempotency_key,
         Event.received_at,
-    ).where(Event.correlated_at.is_(None))
-    if received_before is not None:
-        query = query.where(Event.received_at < received_before)
-    query = query.order_by(Event.id).limit(limit)
-    if session.get_bind().dialect.name == "postgresql":
-        query = query.with_for_update(skip_locked=True, key_share=True)
-    rows = session.execute(query).all()
-    if not rows:
-        return []
+    ).where(Event.id.in_(claimed))
+    rows = session.execute(query.order_by(Event.id)).all()
     # No action report of these workspaces is between its key scan and its commit from here on
     # (and the statements below see the reports that committed while this waited).
     lock_correlation(session, {row.workspace_id for row in rows}, shared=False)

@@ -35,6 +35,7 @@ __all__ = [
     "Connection",
     "CustomContract",
     "Event",
+    "EventBacklog",
     "EventKey",
     "Observation",
     "Operation",
@@ -235,17 +236,7 @@ class Event(Base):
     """A verified provider event, stored once per (workspace, provider, event id)."""
 
     __tablename__ = "events"
-    __table_args__ = (
-        UniqueConstraint("workspace_id", "provider", "event_id"),
-        # The correlation backlog: events stored by the intake that no correlator has matched
-        # with operations yet (small; the sweeper takes what no message brought to a worker).
-        Index(
-            "ix_events_uncorrelated",
-            "id",
-            postgresql_where=text("correlated_at IS NULL"),
-            sqlite_where=text("correlated_at IS NULL"),
-        ),
-    )
+    __table_args__ = (UniqueConstraint("workspace_id", "provider", "event_id"),)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     workspace_id: Mapped[str] = mapped_column(String(40))
@@ -261,8 +252,20 @@ class Event(Base):
     digest: Mapped[str] = mapped_column(String(64))
     duplicates: Mapped[int] = mapped_column(Integer, default=0)
     received_at: Mapped[datetime] = mapped_column(UtcDateTime())
-    # None until a correlator has matched the event with operations (and woken them).
-    correlated_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+
+
+class EventBacklog(Base):
+    """The correlation backlog: a stored event that no correlator has matched with operations
+    (and woken them) yet. Its row is inserted with the event and deleted by the correlation, so
+    the wide event row itself is written once (small; the sweeper takes what no message
+    brought to a worker)."""
+
+    __tablename__ = "event_backlog"
+
+    event_pk: Mapped[int] = mapped_column(
+        BigId, ForeignKey("events.id"), primary_key=True, autoincrement=False
+    )
+    received_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class EventKey(Base):

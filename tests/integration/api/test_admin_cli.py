@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from alembic.script import ScriptDirectory
 from cryptography.fernet import Fernet
 from sqlalchemy import select
 
-from shared.db.migrate import alembic_config
+from shared.db.migrate import head_revision
 from shared.db.models import ApiKey, Connection
 from shared.db.session import make_engine, session_scope
 from shared.db.tenants import authenticate
@@ -75,7 +74,7 @@ def test_workspace_keys_and_connections(cli: Cli) -> None:
     assert "provely db upgrade" in missing.stderr
     cli.run("db", "upgrade")
     current = cli.run("db", "current").stdout
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    head = head_revision()
     assert f"current: {head}" in current
     assert f"head: {head}" in current
     created = cli.json("workspace", "create", "acme")

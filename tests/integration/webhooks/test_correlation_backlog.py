@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from services.ingress.webhooks import correlation_requests
 from services.observer.correlate import correlate_pending
 from services.verdict.sweeper import Sweeper
-from shared.db.models import Event
+from shared.db.models import Event, EventBacklog
 from shared.intake import (
     IntakeResult,
     correlate_backlog,
@@ -47,7 +47,9 @@ pytestmark = pytest.mark.integration
 def pending(engine: Engine) -> list[str]:
     with Session(engine) as session:
         return sorted(
-            session.execute(select(Event.event_id).where(Event.correlated_at.is_(None))).scalars()
+            session.execute(
+                select(Event.event_id).join(EventBacklog, EventBacklog.event_pk == Event.id)
+            ).scalars()
         )
 
 

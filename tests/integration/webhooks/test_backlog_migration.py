@@ -1,0 +1,74 @@
+"""Migration 0004 moves the correlation backlog out of the events table and back."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+from alembic import command
+from sqlalchemy import text
+
+from shared.db.migrate import alembic_config, upgrade
+from shared.db.session import make_engine
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2026, 11, 30, 8, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'old.db'}"
+        return
+    base = request.getfixturevalue("postgres_url").rsplit("/", 1)[0]
+    admin = base.replace("postgresql+psycopg://", "postgresql://") + "/postgres"
+    name = f"provely_t_{secrets.token_hex(6)}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _rows(url: str, sql: str) -> list[tuple[object, ...]]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(text(sql))]
+    finally:
+        engine.dispose()
+
+
+def test_pending_events_keep_waiting_across_the_upgrade(empty_url: str) -> None:
+    upgrade(empty_url, "0003")
+    engine = make_engine(empty_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text("INSERT INTO workspaces (id, name, created_at) VALUES ('ws_a', 'a', :t)"),
+                {"t": T0},
+            )
+            for pk, correlated in ((1, T0), (2, None), (3, None)):
+                conn.execute(
+                    text(
+                        "INSERT INTO events (id, workspace_id, provider, event_id, type, "
+                        "provider_timestamp, body, raw, digest, duplicates, received_at, "
+                        "correlated_at) VALUES (:pk, 'ws_a', 'stripe', :eid, 'refund.updated', "
+                        ":t, '{}', :raw, 'd', 0, :t, :c)"
+                    ),
+                    {"pk": pk, "eid": f"evt_{pk}", "t": T0, "raw": b"{}", "c": correlated},
+                )
+    finally:
+        engine.dispose()
+    upgrade(empty_url)
+    assert _rows(empty_url, "SELECT event_pk FROM event_backlog ORDER BY event_pk") == [(2,), (3,)]
+    command.downgrade(alembic_config(empty_url), "0003")
+    rows = _rows(empty_url, "SELECT id, correlated_at IS NULL FROM events ORDER BY id")
+    assert [(int(pk), bool(waiting)) for pk, waiting in rows] == [(1, False), (2, True), (3, True)]

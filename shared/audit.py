@@ -22,6 +22,7 @@ writers anyway (``BEGIN IMMEDIATE``); there the hash is computed here.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -35,6 +36,7 @@ from shared.db.models import GENESIS_HASH, Transition, Workspace
 
 __all__ = [
     "GENESIS_HASH",
+    "HASHED_FIELDS",
     "BrokenLink",
     "append_transition",
     "commit",
@@ -51,91 +53,50 @@ def _timestamp(value: datetime) -> str:
     return value.astimezone(UTC).isoformat(timespec="microseconds")
 
 
-def _hashed_fields(
-    *,
-    workspace_id: str,
-    seq: int,
-    operation_id: str,
-    from_state: str | None,
-    to_state: str,
-    verdict: str | None,
-    reason: str | None,
-    cause: str,
-    details: dict[str, Any] | None,
-    created_at: datetime,
-) -> dict[str, Any]:
-    return {
-        "workspace_id": workspace_id,
-        "seq": seq,
-        "operation_id": operation_id,
-        "from_state": from_state,
-        "to_state": to_state,
-        "verdict": verdict,
-        "reason": reason,
-        "cause": cause,
-        "details": details,
-        "created_at": _timestamp(created_at),
-    }
+HASHED_FIELDS = (
+    "workspace_id",
+    "seq",
+    "operation_id",
+    "from_state",
+    "to_state",
+    "verdict",
+    "reason",
+    "cause",
+    "details",
+    "created_at",
+)
+"""The columns of a transition its hash covers (besides ``prev_hash``)."""
 
 
-def transition_hash(
-    *,
-    prev_hash: str,
-    workspace_id: str,
-    seq: int,
-    operation_id: str,
-    from_state: str | None,
-    to_state: str,
-    verdict: str | None,
-    reason: str | None,
-    cause: str,
-    details: dict[str, Any] | None,
-    created_at: datetime,
-) -> str:
-    """sha256 hex of ``prev_hash`` followed by the canonical JSON of the row's fields."""
-    hashed = _hashed_fields(
-        workspace_id=workspace_id,
-        seq=seq,
-        operation_id=operation_id,
-        from_state=from_state,
-        to_state=to_state,
-        verdict=verdict,
-        reason=reason,
-        cause=cause,
-        details=details,
-        created_at=created_at,
-    )
-    return hashlib.sha256(prev_hash.encode("ascii") + canonical_json(hashed)).hexdigest()
+def _hashed_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    hashed = {name: fields[name] for name in HASHED_FIELDS}
+    hashed["created_at"] = _timestamp(hashed["created_at"])
+    return hashed
 
 
-def hashed_around_seq(fields: dict[str, Any]) -> tuple[bytes, bytes]:
-    """The canonical JSON of a row's hashed ``fields`` (see :func:`transition_hash`) without
-    ``seq``, as the bytes before and after its decimal digits.
+def transition_hash(prev_hash: str, fields: Mapping[str, Any]) -> str:
+    """sha256 hex of ``prev_hash`` followed by the canonical JSON of the row's
+    :data:`HASHED_FIELDS` (``created_at`` an aware datetime, hashed as microsecond UTC)."""
+    hashed = canonical_json(_hashed_fields(fields))
+    return hashlib.sha256(prev_hash.encode("ascii") + hashed).hexdigest()
+
+
+def hashed_around_seq(fields: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """The canonical JSON of a row's hashed ``fields`` (see :func:`transition_hash`; ``seq``
+    not needed), as the bytes before and after the decimal digits of its ``seq``.
 
     ``prev_hash + before + str(seq) + after`` is what :func:`transition_hash` hashes: the row's
     position is left for whoever holds the chain's lock to fill in. Keys are sorted, so the
     object is the fields before ``"seq"``, then ``seq``, then the fields after it.
     """
-    hashed = _hashed_fields(seq=0, **fields)
+    hashed = _hashed_fields({**fields, "seq": 0})
     before = canonical_json({k: v for k, v in hashed.items() if k < "seq"})
     after = canonical_json({k: v for k, v in hashed.items() if k > "seq"})
     return before[:-1] + b',"seq":', b"," + after[1:]
 
 
 def _row_hash(row: Transition) -> str:
-    return transition_hash(
-        prev_hash=row.prev_hash,
-        workspace_id=row.workspace_id,
-        seq=row.seq,
-        operation_id=row.operation_id,
-        from_state=row.from_state,
-        to_state=row.to_state,
-        verdict=row.verdict,
-        reason=row.reason,
-        cause=row.cause,
-        details=row.details,
-        created_at=row.created_at,
-    )
+    return transition_hash(row.prev_hash, {name: getattr(row, name) for name in HASHED_FIELDS})
 
 
 @dataclass(frozen=True, slots=True)

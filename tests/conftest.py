@@ -10,6 +10,7 @@ import os
 import secrets
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -37,9 +38,9 @@ def require_service(name: str, host: str, port: int) -> None:
         )
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for this test session, dropped at the end."""
+@contextmanager
+def scratch_database() -> Iterator[str]:
+    """A new, empty PostgreSQL database (its SQLAlchemy URL), dropped when the block ends."""
     require_service("PostgreSQL", PG_HOST, PG_PORT)
     import psycopg
 
@@ -52,6 +53,13 @@ def postgres_url() -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for this test session, dropped at the end."""
+    with scratch_database() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

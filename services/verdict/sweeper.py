@@ -14,9 +14,9 @@ Every ``sweeper_interval_seconds`` it claims rows with ``SELECT … FOR UPDATE S
    contract's on-timeout verdict; an escalated one goes to HUMAN_REVIEW), with no task needed;
 4. **applies the action window** — an operation whose action was never reported by its
    ``action_deadline`` (else creation + the workspace's or the settings' window) is EXPIRED;
-5. **correlates stored webhook events that no correlator took** — events still marked
-   uncorrelated ``sweeper_grace_seconds`` after they were received (their ``provely.correlate``
-   message was lost) are linked and their operations woken right here.
+5. **correlates stored webhook events that no correlator took** — events still in the
+   correlation backlog ``sweeper_grace_seconds`` after they were received (their
+   ``provely.correlate`` message was lost) are linked and their operations woken right here.
 
 Messages are sent only after the claiming transaction commits.
 """

@@ -25,6 +25,14 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 
+@pytest.fixture(params=["postgresql", "sqlite"])
+def engine(request: pytest.FixtureRequest) -> Engine:
+    """The migrated database of the test, on each backend."""
+    name = "pg_engine" if request.param == "postgresql" else "sqlite_engine"
+    result: Engine = request.getfixturevalue(name)
+    return result
+
+
 @dataclass
 class Tenant:
     workspace_id: str

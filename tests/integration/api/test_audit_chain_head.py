@@ -4,12 +4,10 @@ before the commit."""
 
 from __future__ import annotations
 
-import secrets
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import psycopg
 import pytest
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
@@ -18,18 +16,12 @@ from shared.audit import GENESIS_HASH, append_transition, verify_chain
 from shared.db.migrate import upgrade
 from shared.db.models import Transition, Workspace
 from shared.db.session import make_engine, session_factory, session_scope
+from tests.conftest import scratch_database
 from tests.integration.api.test_persistence import _operation, _workspace
 
 pytestmark = pytest.mark.integration
 
 T0 = datetime(2026, 11, 30, 8, 0, 0, 123456, tzinfo=UTC)
-
-
-@pytest.fixture(params=["postgresql", "sqlite"])
-def engine(request: pytest.FixtureRequest) -> Engine:
-    name = "pg_engine" if request.param == "postgresql" else "sqlite_engine"
-    result: Engine = request.getfixturevalue(name)
-    return result
 
 
 def _append(session: Session, reason: str, *, ws: str = "ws_a", details: object = None) -> None:
@@ -176,7 +168,7 @@ def _chain_before_0003(session: Session) -> None:
             "details": None,
             "created_at": T0 + timedelta(seconds=seq),
         }
-        digest = transition_hash(prev_hash=prev, **fields)  # type: ignore[arg-type]
+        digest = transition_hash(prev, fields)
         session.execute(
             Transition.__table__.insert(), {**fields, "prev_hash": prev, "hash": digest}
         )
@@ -232,13 +224,6 @@ def test_upgrade_gives_an_existing_chain_its_head_sqlite(tmp_path: Path) -> None
     _upgrade_from_0002(f"sqlite:///{path}")
 
 
-def test_upgrade_gives_an_existing_chain_its_head_postgresql(postgres_url: str) -> None:
-    name = f"provely_t_{secrets.token_hex(6)}"
-    admin = postgres_url.replace("postgresql+psycopg://", "postgresql://").rsplit("/", 1)[0]
-    with psycopg.connect(f"{admin}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        _upgrade_from_0002(f"{postgres_url.rsplit('/', 1)[0]}/{name}")
-    finally:
-        with psycopg.connect(f"{admin}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+def test_upgrade_gives_an_existing_chain_its_head_postgresql() -> None:
+    with scratch_database() as url:
+        _upgrade_from_0002(url)

@@ -23,13 +23,6 @@ pytestmark = pytest.mark.integration
 T0 = datetime(2026, 11, 30, 8, 0, 0, 123456, tzinfo=UTC)
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
-def engine(request: pytest.FixtureRequest) -> Engine:
-    name = "pg_engine" if request.param == "postgresql" else "sqlite_engine"
-    result: Engine = request.getfixturevalue(name)
-    return result
-
-
 def _workspace(session: Session, ws_id: str = "ws_a") -> Workspace:
     ws = Workspace(id=ws_id, name=ws_id, created_at=T0)
     session.add(ws)

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psycopg
 import pytest
 from alembic import command
 from sqlalchemy import text
 
 from shared.db.migrate import alembic_config, upgrade
 from shared.db.session import make_engine
+from tests.conftest import scratch_database
 
 pytestmark = pytest.mark.integration
 
@@ -25,16 +24,8 @@ def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'old.db'}"
         return
-    base = request.getfixturevalue("postgres_url").rsplit("/", 1)[0]
-    admin = base.replace("postgresql+psycopg://", "postgresql://") + "/postgres"
-    name = f"provely_t_{secrets.token_hex(6)}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database() as url:
+        yield url
 
 
 def _rows(url: str, sql: str) -> list[tuple[object, ...]]:

@@ -41,7 +41,7 @@ def rows(draw: st.DrawFn) -> dict[str, Any]:
 def test_split_hash_is_the_row_hash(row: dict[str, Any], seq: int, prev: str) -> None:
     before, after = hashed_around_seq(row)
     completed = prev.encode("ascii") + before + str(seq).encode("ascii") + after
-    assert hashlib.sha256(completed).hexdigest() == transition_hash(prev_hash=prev, seq=seq, **row)
+    assert hashlib.sha256(completed).hexdigest() == transition_hash(prev, {**row, "seq": seq})
 
 
 def test_split_is_around_the_rows_own_seq() -> None:

@@ -169,28 +169,26 @@ def commit(session: Session) -> None:
     On PostgreSQL the appends and the COMMIT are sent in one pipeline: the workspace's chain is
     locked by the first append and released by the COMMIT with no round trip in between.
     """
-    pending: list[_Pending] | None = session.info.pop(_PENDING, None)
-    if pending:
-        session.flush()  # every other change of the transaction goes first
-        connection = session.connection()
-        if connection.dialect.name == "postgresql":
-            _append_pg(connection, pending, commit=True)
-        else:
-            _append_here(connection, pending)
+    _append_queued(session, with_commit=True)
     session.commit()  # on PostgreSQL after the pipeline: nothing left to send
 
 
 @event.listens_for(Session, "before_commit")
 def _append_before_commit(session: Session) -> None:
     """A commit not made through :func:`commit` still appends what its transaction queued."""
+    _append_queued(session, with_commit=False)
+
+
+def _append_queued(session: Session, *, with_commit: bool) -> None:
     pending: list[_Pending] | None = session.info.pop(_PENDING, None)
-    if pending:
-        session.flush()
-        connection = session.connection()
-        if connection.dialect.name == "postgresql":
-            _append_pg(connection, pending, commit=False)
-        else:
-            _append_here(connection, pending)
+    if not pending:
+        return
+    session.flush()  # every other change of the transaction goes first
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        _append_pg(connection, pending, with_commit=with_commit)
+    else:
+        _append_here(connection, pending)
 
 
 @event.listens_for(Session, "after_soft_rollback")
@@ -227,22 +225,22 @@ FROM (VALUES (1)) AS one LEFT JOIN head ON true
 """
 
 
-def _append_pg(connection: Connection, pending: list[_Pending], *, commit: bool) -> None:
+def _append_pg(connection: Connection, pending: list[_Pending], *, with_commit: bool) -> None:
     import psycopg
     from psycopg.types.json import Json
 
     raw: Any = connection.connection.driver_connection
     params = []
     for row in pending:
-        before, after = hashed_around_seq(row.fields())
         values = row.fields()
+        before, after = hashed_around_seq(values)
         values.update(before_seq=before, after_seq=after, details=Json(row.details))
         params.append(values)
     try:
         with raw.pipeline():
             for values in params:
                 raw.execute(_APPEND_PG, values)
-            if commit:
+            if with_commit:
                 raw.commit()
     except psycopg.errors.NotNullViolation as exc:
         if exc.diag.column_name == "seq":
@@ -282,20 +280,19 @@ def _append_here(connection: Connection, pending: list[_Pending]) -> None:
         head = connection.execute(_HEAD, {"workspace_id": row.workspace_id}).first()
         if head is None:
             raise LookupError(f"workspace {row.workspace_id} does not exist")
-        seq = int(head.chain_seq) + 1
         prev_hash = str(head.chain_hash)
-        before, after = hashed_around_seq(row.fields())
-        digest = hashlib.sha256(
-            prev_hash.encode("ascii") + before + str(seq).encode("ascii") + after
-        ).hexdigest()
+        values = {**row.fields(), "seq": int(head.chain_seq) + 1, "prev_hash": prev_hash}
+        values["hash"] = transition_hash(prev_hash, values)
         connection.execute(
             _MOVE_HEAD,
-            {"workspace_id": row.workspace_id, "seq": seq, "prev_hash": prev_hash, "hash": digest},
+            {
+                "workspace_id": row.workspace_id,
+                "seq": values["seq"],
+                "prev_hash": prev_hash,
+                "hash": values["hash"],
+            },
         )
-        connection.execute(
-            _INSERT_ROW,
-            {**row.fields(), "seq": seq, "prev_hash": prev_hash, "hash": digest},
-        )
+        connection.execute(_INSERT_ROW, values)
 
 
 @dataclass(frozen=True, slots=True)

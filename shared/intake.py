@@ -20,8 +20,9 @@ Owns what happens to a delivery once its signature holds (``shared.signatures`` 
    arrived before the operation could correlate (before its action report, or before it learned
    its subject id); meant for the action report and the observer.
 
-Every strong link to an open operation is a wake (``shared.scheduling.wake`` in the same
-transaction; the caller dispatches after commit, see :func:`wake_operations`). Links to final
+Every strong link to an open operation is a wake (``shared.scheduling.wake_for_events`` in the
+same transaction: the operation's next observation is now; the caller dispatches the new fences
+after commit). Links to final
 operations are kept too and returned as ``late`` (and passed to hooks registered with
 :func:`register_late_event_hook`), so the late-contradiction flow can act on them.
 
@@ -49,7 +50,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from sqlalchemy import Connection, and_, delete, insert, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -59,6 +60,8 @@ from shared.core.contract import Contract
 from shared.core.skill import EventShape
 from shared.core.types import EventRecord
 from shared.db.models import Event, EventBacklog, EventKey, Operation, OperationEvent
+from shared.db.sql import keyed_lookups, one_of
+from shared.scheduling import wake_for_events
 from shared.signatures import VerifiedDelivery
 
 __all__ = [
@@ -84,7 +87,6 @@ __all__ = [
     "register_late_event_hook",
     "store_event",
     "store_many",
-    "wake_operations",
 ]
 
 log = logging.getLogger(__name__)
@@ -500,11 +502,18 @@ def store_event(
 # -------------------------------------------------------------------------------- correlating
 
 
+def _registry_contract(contract_hash: str) -> Contract | None:
+    """A contract of the registry by its hash (None: a custom contract, or one no longer
+    registered)."""
+    entry = _registry().by_hash(contract_hash)
+    return None if entry is None else entry.contract
+
+
 def contract_of(session: Session, operation: Operation) -> Contract | None:
     """The contract an operation was created with (None when it can no longer be found)."""
-    entry = _registry().by_hash(operation.contract_hash)
-    if entry is not None:
-        return entry.contract  # type: ignore[no-any-return]
+    contract = _registry_contract(operation.contract_hash)
+    if contract is not None:
+        return contract
     from shared.operations import ContractNotFound, contract_for
 
     try:
@@ -523,7 +532,23 @@ def _strategy_keys(contract: Contract, strategy: str) -> list[tuple[str, str]]:
     ]
 
 
-def _operation_value(operation: Operation, expr: str) -> str | None:
+class _OperationKeys(Protocol):
+    """What the key helpers below read of an operation: an ``Operation``, or a row of
+    ``_CORRELATION_COLUMNS`` (the batched correlation reads plain rows, not tracked objects)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def input(self) -> Any: ...
+    @property
+    def action_result(self) -> Any: ...
+    @property
+    def subject_id(self) -> str | None: ...
+    @property
+    def learned_keys(self) -> Any: ...
+
+
+def _operation_value(operation: _OperationKeys, expr: str) -> str | None:
     """The value of a correlation key expression for an operation (``$operation.id``,
     ``$input.*``, ``$action.result.*``); None when unknown."""
     root, _, rest = expr.partition(".")
@@ -537,7 +562,7 @@ def _operation_value(operation: Operation, expr: str) -> str | None:
     return None
 
 
-def _idempotency_value(contract: Contract, operation: Operation) -> str | None:
+def _idempotency_value(contract: Contract, operation: _OperationKeys) -> str | None:
     for _name, expr in _strategy_keys(contract, "idempotency_key"):
         value = _operation_value(operation, expr)
         if value is not None:
@@ -545,7 +570,7 @@ def _idempotency_value(contract: Contract, operation: Operation) -> str | None:
     return None
 
 
-def _fingerprint(contract: Contract, operation: Operation) -> dict[str, str] | None:
+def _fingerprint(contract: Contract, operation: _OperationKeys) -> dict[str, str] | None:
     keys = _strategy_keys(contract, "fingerprint")
     if not keys:
         return None
@@ -555,7 +580,7 @@ def _fingerprint(contract: Contract, operation: Operation) -> dict[str, str] | N
     return {k: v for k, v in values.items() if v is not None}
 
 
-def _subject_values(operation: Operation, contract: Contract) -> set[str]:
+def _subject_values(operation: _OperationKeys, contract: Contract) -> set[str]:
     values = set()
     if operation.subject_id:
         values.add(operation.subject_id)
@@ -932,24 +957,6 @@ def _keys_of(session: Session, event_pk: int) -> dict[str, str]:
 # -------------------------------------------------------------------------------- the whole
 
 
-def wake_operations(
-    session: Session, operation_ids: Iterable[str], now: datetime
-) -> list[tuple[str, int]]:
-    """Move the next observation of each open operation to now (``shared.scheduling.wake``).
-
-    Returns ``(operation id, fence)`` pairs to dispatch with
-    ``shared.scheduling.dispatch_observe`` once the transaction has committed.
-    """
-    from shared.scheduling import wake
-
-    wakes: list[tuple[str, int]] = []
-    for operation_id in sorted(set(operation_ids)):
-        fence = wake(session, operation_id, now=now)
-        if fence is not None:
-            wakes.append((operation_id, fence))
-    return wakes
-
-
 def ingest_event(
     session: Session,
     *,
@@ -978,7 +985,7 @@ def ingest_event(
         now=now,
     )
     result.event_pk = event_pk
-    result.wakes = wake_operations(session, result.to_wake, now)
+    result.wakes = wake_for_events(session, dict.fromkeys(result.to_wake, now), now=now)
     _mark_correlated(session, [event_pk])
     return result
 
@@ -1066,36 +1073,12 @@ _PG_UPGRADE_MANY = text(
 )
 
 
-def _wake_many(
-    session: Session, operation_ids: Iterable[str], now: datetime
-) -> list[tuple[str, int]]:
-    """The set form of ``shared.scheduling.wake``: same rule (open, observed operations only;
-    the fence moves on, the next observation is now) in one statement, in id order."""
-    from shared.scheduling import OBSERVABLE_STATES
-
-    ids = sorted(set(operation_ids))
-    if not ids:
-        return []
-    rows = session.execute(
-        update(Operation)
-        .where(
-            Operation.id.in_(ids),
-            Operation.final.is_(False),
-            Operation.state.in_(OBSERVABLE_STATES),
-        )
-        .values(fence=Operation.fence + 1, next_observation_at=now, enqueued_at=now)
-        .returning(Operation.id, Operation.fence)
-        .execution_options(synchronize_session=False)
-    ).all()
-    return sorted((str(op_id), int(fence)) for op_id, fence in rows)
-
-
 def _mark_correlated(session: Session, event_pks: Sequence[int]) -> None:
     """The events leave the correlation backlog (the event rows themselves are not written)."""
     if event_pks:
         session.execute(
             delete(EventBacklog)
-            .where(EventBacklog.event_pk.in_(sorted(set(event_pks))))
+            .where(one_of(session, EventBacklog.event_pk, sorted(set(event_pks))))
             .execution_options(synchronize_session=False)
         )
 
@@ -1243,9 +1226,10 @@ def _dialect(db: Session | Connection) -> str:
 
 @dataclass(slots=True)
 class _Candidate:
-    """An operation that may correlate, with what matching reads of it computed once."""
+    """An operation that may correlate (a row of ``_CORRELATION_COLUMNS``), with what matching
+    reads of it computed once."""
 
-    op: Operation
+    op: Any
     contract: Contract
     providers: frozenset[str]
     idempotency: str | None
@@ -1256,14 +1240,15 @@ class _Candidate:
 def _candidates(
     session: Session, pending: Sequence[tuple[Delivery, IntakeResult]]
 ) -> list[_Candidate]:
-    """One query for the operations any of the pending events may correlate with."""
+    """One query for the operations any of the pending events may correlate with (plain rows:
+    building tracked objects cost more than the query)."""
     conditions: list[Any] = []
     objects = sorted({d.event.object_id for d, _ in pending if d.event.object_id})
     idems = sorted({d.event.idempotency_key for d, _ in pending if d.event.idempotency_key})
     if objects:
-        conditions.append(Operation.subject_id.in_(objects))
+        conditions.append(one_of(session, Operation.subject_id, objects))
     if idems:
-        conditions.append(Operation.id.in_(idems))
+        conditions.append(one_of(session, Operation.id, idems))
     probes: dict[str, set[str]] = {}
     for d, _ in pending:
         names = fingerprint_key_names(d.provider)
@@ -1275,29 +1260,35 @@ def _candidates(
             and_(
                 Operation.final.is_(False),
                 Operation.subject_id.is_(None),
-                Operation.input[probe].as_string().in_(sorted(probe_values)),
+                one_of(session, Operation.input[probe].as_string(), sorted(probe_values)),
             )
         )
     if not conditions:
         return []
     found: list[_Candidate] = []
+    providers: dict[int, frozenset[str]] = {}  # by contract (few contracts, many operations)
     for op in session.execute(
-        select(Operation)
-        .options(load_only(*_CORRELATION_COLUMNS))
+        select(*_CORRELATION_COLUMNS)
         .where(
-            Operation.workspace_id.in_(sorted({d.workspace_id for d, _ in pending})),
+            one_of(session, Operation.workspace_id, sorted({d.workspace_id for d, _ in pending})),
             or_(*conditions),
         )
         .order_by(Operation.id)
-    ).scalars():
-        contract = contract_of(session, op)
+    ):
+        contract = _registry_contract(op.contract_hash)
         if contract is None:
-            continue
+            loaded = session.get(Operation, op.id)
+            contract = None if loaded is None else contract_of(session, loaded)
+            if contract is None:
+                continue
+        known = providers.get(id(contract))
+        if known is None:
+            known = providers[id(contract)] = event_providers(contract)
         found.append(
             _Candidate(
                 op=op,
                 contract=contract,
-                providers=event_providers(contract),
+                providers=known,
                 idempotency=_idempotency_value(contract, op),
                 subjects=_subject_values(op, contract),
                 fingerprint=_fingerprint(contract, op)
@@ -1324,9 +1315,8 @@ def correlate_stored(
         return
     if session.get_bind().dialect.name == "postgresql":
         slow = _link_batch(session, pending, now)
-        wake = _wake_many
     else:
-        slow, wake = list(pending), wake_operations
+        slow = list(pending)
     for d, r in slow:
         assert r.event_pk is not None
         correlate_event(
@@ -1338,7 +1328,11 @@ def correlate_stored(
             now=now,
             result=r,
         )
-    woken = dict(wake(session, {op for _, r in pending for op in r.to_wake}, now))
+    received: dict[str, datetime] = {}
+    for d, r in pending:
+        for op in r.to_wake:
+            received[op] = max(received.get(op, d.now), d.now)
+    woken = dict(wake_for_events(session, received, now=now))
     for _, r in pending:
         r.wakes = [(op, woken[op]) for op in r.to_wake if op in woken]
     _mark_correlated(session, [r.event_pk for _, r in pending if r.event_pk is not None])
@@ -1365,7 +1359,7 @@ def _link_batch(
             items = tuple(sorted(c.fingerprint.items()))
             weak_by_print.setdefault((ws, items), []).append(c)
             print_names.add(tuple(name for name, _ in items))
-    links: list[tuple[Operation, int, str, str, IntakeResult]] = []
+    links: list[tuple[Any, int, str, str, IntakeResult]] = []
     slow: list[tuple[Delivery, IntakeResult]] = []
     for d, r in pending:
         event, pk, ws = d.event, r.event_pk, d.workspace_id
@@ -1375,7 +1369,7 @@ def _link_batch(
             strong.update((c.op.id, c) for c in by_idempotency.get((ws, event.idempotency_key), ()))
         if event.object_id is not None:
             strong.update((c.op.id, c) for c in by_subject.get((ws, event.object_id), ()))
-        matches: list[tuple[Operation, str, str]] = []
+        matches: list[tuple[Any, str, str]] = []
         learns = False
         for op_id in sorted(strong):
             c = strong[op_id]
@@ -1441,9 +1435,11 @@ def _link_batch(
             r.links.append(Link(op.id, pk, strategy, assurance, op.final))
             if op.final and _late_hooks:
                 row = session.get(Event, pk)
+                tracked = session.get(Operation, op.id)
                 assert row is not None
+                assert tracked is not None
                 for hook in list(_late_hooks):
-                    hook(session, op, row, now)
+                    hook(session, tracked, row, now)
     return slow
 
 
@@ -1463,6 +1459,7 @@ def correlate_backlog(
     waits for the claim (it holds the workspace's correlation lock the claimer is about to wait
     for). The caller commits, then dispatches the wakes.
     """
+    keyed_lookups(session)  # plans that hold without statistics (``shared.db.sql``)
     claim = select(EventBacklog.event_pk)
     if received_before is not None:
         claim = claim.where(EventBacklog.received_at < received_before)
@@ -1485,7 +1482,7 @@ def correlate_backlog(
         Event.object_id,
         Event.idempotency_key,
         Event.received_at,
-    ).where(Event.id.in_(claimed))
+    ).where(one_of(session, Event.id, claimed))
     rows = session.execute(query.order_by(Event.id)).all()
     # No action report of these workspaces is between its key scan and its commit from here on
     # (and the statements below see the reports that committed while this waited).
@@ -1493,7 +1490,7 @@ def correlate_backlog(
     keys: dict[int, dict[str, str]] = {}
     for pk, name, value in session.execute(
         select(EventKey.event_pk, EventKey.name, EventKey.value).where(
-            EventKey.event_pk.in_([row.id for row in rows])
+            one_of(session, EventKey.event_pk, [row.id for row in rows])
         )
     ):
         keys.setdefault(int(pk), {})[name] = value

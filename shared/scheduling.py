@@ -18,15 +18,16 @@ writer scheduled first); the caller re-reads and decides again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import update
+from sqlalchemy import select, text, tuple_, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from shared.core.types import OperationState
-from shared.db.models import Operation
+from shared.db.models import Observation, Operation
+from shared.db.sql import one_of
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -34,10 +35,13 @@ if TYPE_CHECKING:
 __all__ = [
     "OBSERVABLE_STATES",
     "OBSERVE_LEAD_S",
+    "WAKE_CLOCK_MARGIN",
     "ScheduleConflict",
     "dispatch_observe",
+    "message_reads_after",
     "schedule_observation",
     "wake",
+    "wake_for_events",
 ]
 
 log = logging.getLogger(__name__)
@@ -53,6 +57,12 @@ OBSERVABLE_STATES = (
 OBSERVE_LEAD_S = 0.2
 """How early an ``observe`` message is delivered before its due time; the task prepares, then
 waits until ``next_observation_at`` before it reads (never longer than this lead)."""
+
+
+WAKE_CLOCK_MARGIN = timedelta(seconds=1)
+"""How much later than an event's arrival a pending ``observe`` message must have been sent for
+a wake to keep it (see :func:`message_reads_after`): the two times come from the clocks of
+different processes (the intake stamps ``received_at``, the sender ``enqueued_at``)."""
 
 
 class ScheduleConflict(RuntimeError):
@@ -162,3 +172,115 @@ def wake(session: Session, operation_id: str, *, now: datetime) -> int | None:
         set_committed_value(loaded, "next_observation_at", now)
         set_committed_value(loaded, "enqueued_at", now)
     return int(fence)
+
+
+def message_reads_after(
+    *, due: datetime | None, enqueued_at: datetime | None, received_at: datetime, now: datetime
+) -> bool:
+    """Whether the ``observe`` message already sent for an operation's current fence is bound to
+    read after an event that arrived at ``received_at``, so that a wake for the event may keep
+    it instead of sending another: the observation is due (``due <= now``) and the message was
+    sent at least :data:`WAKE_CLOCK_MARGIN` after the event arrived (a message is read after it
+    is sent). Whether the fence was read already is asked of the database
+    (:func:`wake_for_events`)."""
+    return (
+        due is not None
+        and due <= now
+        and enqueued_at is not None
+        and received_at + WAKE_CLOCK_MARGIN <= enqueued_at
+    )
+
+
+def wake_for_events(
+    session: Session, received: Mapping[str, datetime], *, now: datetime
+) -> list[tuple[str, int]]:
+    """Wake each open operation of ``received`` (operation id → arrival of the latest event
+    that correlated with it) — or leave it as it is when its next observation is already now.
+
+    An operation whose observation is due and whose ``observe`` message for the current fence
+    was sent after the events arrived (:func:`message_reads_after`) and has not been read yet
+    keeps that message: its reading comes after the events, and the webhook channels it reduces
+    include them. Under a burst of events this spares a fence, a row version and a message per
+    event; an operation that reads faster than its events arrive is woken by each of them.
+
+    The others are woken as :func:`wake` does, in one statement. Returns the ``(operation id,
+    fence)`` pairs to dispatch after commit (``dispatch_observe_now``), in id order.
+
+    The operations' rows are locked first (``FOR NO KEY UPDATE``, id order), and whether the
+    pending fence was read is asked after that: an observer storing the reading of that fence
+    either committed before (its reading is seen, the operation is woken) or waits for this
+    transaction, then reduces the webhook channels with these events linked.
+    """
+    ids = sorted(received)
+    if not ids:
+        return []
+    # By primary key alone (a filter on the state or the final flag lets the planner prefer
+    # their indexes and test every open operation against the list); the rest is read here.
+    locked = session.execute(
+        select(
+            Operation.id,
+            Operation.fence,
+            Operation.next_observation_at,
+            Operation.enqueued_at,
+            Operation.final,
+            Operation.state,
+        )
+        .where(one_of(session, Operation.id, ids))
+        .order_by(Operation.id)
+        .with_for_update(key_share=True)
+    ).all()
+    rows = [row for row in locked if not row.final and row.state in OBSERVABLE_STATES]
+    pending = [
+        (str(row.id), int(row.fence))
+        for row in rows
+        if message_reads_after(
+            due=row.next_observation_at,
+            enqueued_at=row.enqueued_at,
+            received_at=received[row.id],
+            now=now,
+        )
+    ]
+    kept: set[str] = set()
+    if pending:
+        kept = {op_id for op_id, _ in pending} - _read_fences(session, pending)
+    woken = [str(row.id) for row in rows if row.id not in kept]
+    if not woken:
+        return []
+    moved = session.execute(  # rows locked above: still open and observable
+        update(Operation)
+        .where(one_of(session, Operation.id, woken))
+        .values(fence=Operation.fence + 1, next_observation_at=now, enqueued_at=now)
+        .returning(Operation.id, Operation.fence)
+        .execution_options(synchronize_session=False)
+    ).all()
+    for op_id, fence in moved:
+        loaded = session.identity_map.get(session.identity_key(Operation, op_id))
+        if isinstance(loaded, Operation):
+            set_committed_value(loaded, "fence", fence)
+            set_committed_value(loaded, "next_observation_at", now)
+            set_committed_value(loaded, "enqueued_at", now)
+    return sorted((str(op_id), int(fence)) for op_id, fence in moved)
+
+
+_PG_READ_FENCES = text(
+    """
+    SELECT DISTINCT o.operation_id
+    FROM unnest(CAST(:ops AS TEXT[]), CAST(:fences AS INT[])) AS p(op, fence)
+    JOIN observations o ON o.operation_id = p.op AND o.fence = p.fence
+    """
+)
+
+
+def _read_fences(session: Session, pairs: Sequence[tuple[str, int]]) -> set[str]:
+    """The operations of ``(operation id, fence)`` pairs whose fence has an observation."""
+    if session.get_bind().dialect.name == "postgresql":
+        rows = session.execute(
+            _PG_READ_FENCES, {"ops": [op for op, _ in pairs], "fences": [f for _, f in pairs]}
+        ).scalars()
+    else:
+        rows = session.execute(
+            select(Observation.operation_id)
+            .where(tuple_(Observation.operation_id, Observation.fence).in_(pairs))
+            .distinct()
+        ).scalars()
+    return {str(op_id) for op_id in rows}

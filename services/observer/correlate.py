@@ -2,11 +2,13 @@
 
 The intake (``services.ingress.webhooks``) only verifies, stores and commits; each batch it
 commits sends one ``provely.correlate`` message (queue ``observe``). A worker that takes the
-message runs :func:`correlate_pending`: it claims the events nobody has correlated yet
-(``events.correlated_at IS NULL``, ``FOR UPDATE SKIP LOCKED``), links them with the operations
-they name, wakes the open ones they strongly correlate with, commits, and only then sends the
-``observe`` messages of the wakes. Messages coalesce: one run takes every pending event, so a
-message that finds nothing left costs one indexed query.
+message runs :func:`correlate_pending`: it claims the events nobody has correlated yet (rows of
+``event_backlog``, ``FOR UPDATE SKIP LOCKED``), links them with the operations they name, wakes
+the open ones they strongly correlate with, commits, and only then sends the ``observe``
+messages of the wakes. Messages coalesce: one run takes every pending event, so a message that
+finds nothing left costs one indexed query. Wakes coalesce too: an operation whose due message
+was sent after its events arrived keeps it (``shared.scheduling.wake_for_events``), so a burst
+of events for one operation costs one message, not one each.
 
 Nothing is lost when a message is: the marker is in PostgreSQL, and the sweeper correlates
 events still pending after its grace (``services.verdict.sweeper``). An event linked to a

@@ -262,9 +262,9 @@ class EventBacklog(Base):
 
     __tablename__ = "event_backlog"
 
-    event_pk: Mapped[int] = mapped_column(
-        BigId, ForeignKey("events.id"), primary_key=True, autoincrement=False
-    )
+    # No foreign key (as on the other derived rows below): written by the statement that inserts
+    # the event, with the id it returns; events are never deleted (migration 0005).
+    event_pk: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
     received_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
@@ -278,7 +278,9 @@ class EventKey(Base):
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    event_pk: Mapped[int] = mapped_column(ForeignKey("events.id"), index=True)
+    # An event's keys are found through the unique constraint (its leading column). No foreign
+    # key: written by the statement that inserts the event (migration 0005).
+    event_pk: Mapped[int] = mapped_column(BigId)
     workspace_id: Mapped[str] = mapped_column(String(40))
     provider: Mapped[str] = mapped_column(String(64))
     name: Mapped[str] = mapped_column(String(64))
@@ -292,8 +294,11 @@ class OperationEvent(Base):
     __table_args__ = (UniqueConstraint("operation_id", "event_pk"),)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    operation_id: Mapped[str] = mapped_column(ForeignKey("operations.id"), index=True)
-    event_pk: Mapped[int] = mapped_column(ForeignKey("events.id"), index=True)
+    # An operation's links are found through the unique constraint (its leading column). No
+    # foreign keys: the correlation links ids it read in the same transaction, from tables
+    # nothing deletes from (migration 0005).
+    operation_id: Mapped[str] = mapped_column(String(40))
+    event_pk: Mapped[int] = mapped_column(BigId, index=True)
     workspace_id: Mapped[str] = mapped_column(String(40))
     strategy: Mapped[str] = mapped_column(String(32))
     assurance: Mapped[str] = mapped_column(String(16))  # strong | weak

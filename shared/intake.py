@@ -523,13 +523,26 @@ def contract_of(session: Session, operation: Operation) -> Contract | None:
         return None
 
 
-def _strategy_keys(contract: Contract, strategy: str) -> list[tuple[str, str]]:
-    return [
+_strategy_memo: dict[tuple[int, str], tuple[Contract, tuple[tuple[str, str], ...]]] = {}
+"""``_strategy_keys`` by contract object (contracts are frozen; the entry holds its contract,
+so the id cannot be another's while the entry lives)."""
+
+
+def _strategy_keys(contract: Contract, strategy: str) -> tuple[tuple[str, str], ...]:
+    """(name, expression) of the keys of the contract's correlation strategy ``strategy``."""
+    memo = _strategy_memo.get((id(contract), strategy))
+    if memo is not None and memo[0] is contract:
+        return memo[1]
+    keys = tuple(
         (key.name, key.expr)
         for s in contract.correlation
         if s.strategy == strategy
         for key in s.keys
-    ]
+    )
+    if len(_strategy_memo) >= 4096:  # custom contracts come and go: keep it bounded
+        _strategy_memo.clear()
+    _strategy_memo[(id(contract), strategy)] = (contract, keys)
+    return keys
 
 
 class _OperationKeys(Protocol):
@@ -1267,7 +1280,8 @@ def _candidates(
         return []
     found: list[_Candidate] = []
     providers: dict[int, frozenset[str]] = {}  # by contract (few contracts, many operations)
-    for op in session.execute(
+    db = session.connection()  # Core rows: the ORM's row loading cost more than the query
+    for op in db.execute(
         select(*_CORRELATION_COLUMNS)
         .where(
             one_of(session, Operation.workspace_id, sorted({d.workspace_id for d, _ in pending})),
@@ -1344,6 +1358,7 @@ def _link_batch(
     """PostgreSQL: link the pending events with one candidate query and one link insert;
     return the events that may teach an operation its subject id (left to go one by one)."""
     candidates = _candidates(session, pending)
+    db = session.connection()  # plain statements, plain rows
     # Indexes of the candidates by what an event can match them on (no event scans them all).
     by_idempotency: dict[tuple[str, str], list[_Candidate]] = {}
     by_subject: dict[tuple[str, str], list[_Candidate]] = {}
@@ -1409,7 +1424,7 @@ def _link_batch(
             "assurance": [assurance for _, _, _, assurance, _ in links],
             "at": [now for _ in links],
         }
-        written = {(str(o), int(p)) for o, p in session.execute(_PG_LINKS_MANY, params).all()}
+        written = {(str(o), int(p)) for o, p in db.execute(_PG_LINKS_MANY, params).all()}
         # An event linked before (from the operation's side): a strong match upgrades a weak
         # link; anything else was there already and wakes nothing.
         again = [
@@ -1420,7 +1435,7 @@ def _link_batch(
         if again:
             written |= {
                 (str(o), int(p))
-                for o, p in session.execute(
+                for o, p in db.execute(
                     _PG_UPGRADE_MANY,
                     {
                         "op": [op.id for op, _, _ in again],
@@ -1460,13 +1475,14 @@ def correlate_backlog(
     for). The caller commits, then dispatches the wakes.
     """
     keyed_lookups(session)  # plans that hold without statistics (``shared.db.sql``)
+    db = session.connection()  # plain rows (no ORM loading) for what follows
     claim = select(EventBacklog.event_pk)
     if received_before is not None:
         claim = claim.where(EventBacklog.received_at < received_before)
     claim = claim.order_by(EventBacklog.event_pk).limit(limit)
     if session.get_bind().dialect.name == "postgresql":
         claim = claim.with_for_update(skip_locked=True)
-    claimed = [int(pk) for pk in session.execute(claim).scalars()]
+    claimed = [int(pk) for pk in db.execute(claim).scalars()]
     if not claimed:
         return []
     # Only what correlation reads: neither the body (a JSON document to decode) nor the raw
@@ -1483,12 +1499,12 @@ def correlate_backlog(
         Event.idempotency_key,
         Event.received_at,
     ).where(one_of(session, Event.id, claimed))
-    rows = session.execute(query.order_by(Event.id)).all()
+    rows = db.execute(query.order_by(Event.id)).all()
     # No action report of these workspaces is between its key scan and its commit from here on
     # (and the statements below see the reports that committed while this waited).
     lock_correlation(session, {row.workspace_id for row in rows}, shared=False)
     keys: dict[int, dict[str, str]] = {}
-    for pk, name, value in session.execute(
+    for pk, name, value in db.execute(
         select(EventKey.event_pk, EventKey.name, EventKey.value).where(
             one_of(session, EventKey.event_pk, [row.id for row in rows])
         )

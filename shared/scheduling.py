@@ -216,19 +216,23 @@ def wake_for_events(
         return []
     # By primary key alone (a filter on the state or the final flag lets the planner prefer
     # their indexes and test every open operation against the list); the rest is read here.
-    locked = session.execute(
-        select(
-            Operation.id,
-            Operation.fence,
-            Operation.next_observation_at,
-            Operation.enqueued_at,
-            Operation.final,
-            Operation.state,
+    locked = (
+        session.connection()
+        .execute(
+            select(
+                Operation.id,
+                Operation.fence,
+                Operation.next_observation_at,
+                Operation.enqueued_at,
+                Operation.final,
+                Operation.state,
+            )
+            .where(one_of(session, Operation.id, ids))
+            .order_by(Operation.id)
+            .with_for_update(key_share=True)
         )
-        .where(one_of(session, Operation.id, ids))
-        .order_by(Operation.id)
-        .with_for_update(key_share=True)
-    ).all()
+        .all()
+    )
     rows = [row for row in locked if not row.final and row.state in OBSERVABLE_STATES]
     pending = [
         (str(row.id), int(row.fence))

@@ -22,9 +22,9 @@ Owns what happens to a delivery once its signature holds (``shared.signatures`` 
 
 Every strong link to an open operation is a wake (``shared.scheduling.wake_for_events`` in the
 same transaction: the operation's next observation is now; the caller dispatches the new fences
-after commit). Links to final
-operations are kept too and returned as ``late`` (and passed to hooks registered with
-:func:`register_late_event_hook`), so the late-contradiction flow can act on them.
+after commit). Links to final operations are kept too and returned as ``late`` (and passed to
+hooks registered with :func:`register_late_event_hook`), so the late-contradiction flow can act
+on them.
 
 Events whose api version is not one of the contract's are stored and linked like any other; the
 core's reduction (``shared.core.events.reduce_events``) sets them aside using
@@ -50,6 +50,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Final, Protocol
 
 from sqlalchemy import Connection, and_, delete, insert, or_, select, text, update
@@ -523,25 +524,35 @@ def contract_of(session: Session, operation: Operation) -> Contract | None:
         return None
 
 
-_strategy_memo: dict[tuple[int, str], tuple[Contract, tuple[tuple[str, str], ...]]] = {}
-"""``_strategy_keys`` by contract object (contracts are frozen; the entry holds its contract,
-so the id cannot be another's while the entry lives)."""
+_contract_memo: dict[tuple[int, str], tuple[Contract, Any]] = {}
+"""What correlation derives from a contract, by contract object and what (contracts are
+frozen; an entry holds its contract, so the id cannot be another's while the entry lives)."""
+
+
+def _of_contract(contract: Contract, what: str, derive: Callable[[], Any]) -> Any:
+    """``derive()`` for ``contract``, computed once per contract object."""
+    memo = _contract_memo.get((id(contract), what))
+    if memo is not None and memo[0] is contract:
+        return memo[1]
+    value = derive()
+    if len(_contract_memo) >= 4096:  # custom contracts come and go: keep it bounded
+        _contract_memo.clear()
+    _contract_memo[(id(contract), what)] = (contract, value)
+    return value
 
 
 def _strategy_keys(contract: Contract, strategy: str) -> tuple[tuple[str, str], ...]:
     """(name, expression) of the keys of the contract's correlation strategy ``strategy``."""
-    memo = _strategy_memo.get((id(contract), strategy))
-    if memo is not None and memo[0] is contract:
-        return memo[1]
-    keys = tuple(
-        (key.name, key.expr)
-        for s in contract.correlation
-        if s.strategy == strategy
-        for key in s.keys
+    keys: tuple[tuple[str, str], ...] = _of_contract(
+        contract,
+        strategy,
+        lambda: tuple(
+            (key.name, key.expr)
+            for s in contract.correlation
+            if s.strategy == strategy
+            for key in s.keys
+        ),
     )
-    if len(_strategy_memo) >= 4096:  # custom contracts come and go: keep it bounded
-        _strategy_memo.clear()
-    _strategy_memo[(id(contract), strategy)] = (contract, keys)
     return keys
 
 
@@ -1279,7 +1290,6 @@ def _candidates(
     if not conditions:
         return []
     found: list[_Candidate] = []
-    providers: dict[int, frozenset[str]] = {}  # by contract (few contracts, many operations)
     db = session.connection()  # Core rows: the ORM's row loading cost more than the query
     for op in db.execute(
         select(*_CORRELATION_COLUMNS)
@@ -1295,14 +1305,11 @@ def _candidates(
             contract = None if loaded is None else contract_of(session, loaded)
             if contract is None:
                 continue
-        known = providers.get(id(contract))
-        if known is None:
-            known = providers[id(contract)] = event_providers(contract)
         found.append(
             _Candidate(
                 op=op,
                 contract=contract,
-                providers=known,
+                providers=_of_contract(contract, "providers", partial(event_providers, contract)),
                 idempotency=_idempotency_value(contract, op),
                 subjects=_subject_values(op, contract),
                 fingerprint=_fingerprint(contract, op)

@@ -166,12 +166,17 @@ def wake(session: Session, operation_id: str, *, now: datetime) -> int | None:
     fence = result.scalar_one_or_none()
     if fence is None:
         return None
+    _woken_in_session(session, operation_id, int(fence), now)
+    return int(fence)
+
+
+def _woken_in_session(session: Session, operation_id: str, fence: int, now: datetime) -> None:
+    """A woken operation that the session holds loaded gets the values the wake wrote."""
     loaded = session.identity_map.get(session.identity_key(Operation, operation_id))
     if isinstance(loaded, Operation):
         set_committed_value(loaded, "fence", fence)
         set_committed_value(loaded, "next_observation_at", now)
         set_committed_value(loaded, "enqueued_at", now)
-    return int(fence)
 
 
 def message_reads_after(
@@ -258,11 +263,7 @@ def wake_for_events(
         .execution_options(synchronize_session=False)
     ).all()
     for op_id, fence in moved:
-        loaded = session.identity_map.get(session.identity_key(Operation, op_id))
-        if isinstance(loaded, Operation):
-            set_committed_value(loaded, "fence", fence)
-            set_committed_value(loaded, "next_observation_at", now)
-            set_committed_value(loaded, "enqueued_at", now)
+        _woken_in_session(session, str(op_id), int(fence), now)
     return sorted((str(op_id), int(fence)) for op_id, fence in moved)
 
 

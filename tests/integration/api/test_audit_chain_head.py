@@ -49,6 +49,13 @@ def _rows(engine: Engine) -> list[tuple[int, str, str, str | None]]:
         return [(r.seq, r.prev_hash, r.hash, r.reason) for r in found]
 
 
+def _seed(engine: Engine) -> None:
+    """Workspace ws_a (its chain at the genesis head) with operation op_1."""
+    with session_scope(engine) as s:
+        _workspace(s)
+        _operation(s)
+
+
 def _head(engine: Engine) -> tuple[int, str, str]:
     with session_scope(engine) as s:
         ws = s.get(Workspace, "ws_a")
@@ -57,9 +64,7 @@ def _head(engine: Engine) -> tuple[int, str, str]:
 
 
 def test_rows_are_written_at_commit_and_the_head_follows(engine: Engine) -> None:
-    with session_scope(engine) as s:
-        _workspace(s)
-        _operation(s)
+    _seed(engine)
     assert _head(engine) == (0, GENESIS_HASH, GENESIS_HASH)
     with session_scope(engine) as s:
         _append(s, "first", details={"seq": 99, "note": "héllo ✓"})
@@ -77,9 +82,7 @@ def test_rows_are_written_at_commit_and_the_head_follows(engine: Engine) -> None
 
 
 def test_a_rolled_back_transaction_appends_nothing(engine: Engine) -> None:
-    with session_scope(engine) as s:
-        _workspace(s)
-        _operation(s)
+    _seed(engine)
 
     def failing_task() -> None:
         with session_scope(engine) as s:
@@ -99,9 +102,7 @@ def test_a_rolled_back_transaction_appends_nothing(engine: Engine) -> None:
 
 
 def test_a_commit_outside_session_scope_still_appends(engine: Engine) -> None:
-    with session_scope(engine) as s:
-        _workspace(s)
-        _operation(s)
+    _seed(engine)
     session = session_factory(engine)()
     _append(session, "plain commit")
     session.commit()
@@ -112,9 +113,7 @@ def test_a_commit_outside_session_scope_still_appends(engine: Engine) -> None:
 
 
 def test_an_unknown_workspace_fails_the_whole_transaction(engine: Engine) -> None:
-    with session_scope(engine) as s:
-        _workspace(s)
-        _operation(s)
+    _seed(engine)
 
     def append_nowhere() -> None:
         with session_scope(engine) as s:
@@ -130,9 +129,7 @@ def test_an_unknown_workspace_fails_the_whole_transaction(engine: Engine) -> Non
 
 def test_an_open_transaction_does_not_hold_the_chain(pg_engine: Engine) -> None:
     """Appending queues: another appender of the workspace is not blocked until the commit."""
-    with session_scope(pg_engine) as s:
-        _workspace(s)
-        _operation(s)
+    _seed(pg_engine)
     slow = session_factory(pg_engine)()
     _append(slow, "committed second")
     slow.execute(text("SELECT 1"))  # its transaction is open on the server

@@ -1009,7 +1009,7 @@ def ingest_event(
         now=now,
     )
     result.event_pk = event_pk
-    result.wakes = wake_for_events(session, dict.fromkeys(result.to_wake, now), now=now)
+    result.wakes = wake_for_events(session, result.to_wake, now=now)
     _mark_correlated(session, [event_pk])
     return result
 
@@ -1349,11 +1349,7 @@ def correlate_stored(
             now=now,
             result=r,
         )
-    received: dict[str, datetime] = {}
-    for d, r in pending:
-        for op in r.to_wake:
-            received[op] = max(received.get(op, d.now), d.now)
-    woken = dict(wake_for_events(session, received, now=now))
+    woken = dict(wake_for_events(session, {op for _, r in pending for op in r.to_wake}, now=now))
     for _, r in pending:
         r.wakes = [(op, woken[op]) for op in r.to_wake if op in woken]
     _mark_correlated(session, [r.event_pk for _, r in pending if r.event_pk is not None])

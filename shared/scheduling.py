@@ -7,7 +7,8 @@ is stale and dropped, and the observation of a fence is stored once (unique oper
 channel), so a message delivered twice, a wake and a sweeper re-send never make two readings of
 one fence.
 
-``enqueued_at`` is when a message for the current fence was last sent. A due time further away
+``enqueued_at`` is when a message for the current fence was last sent; ``reading_fence`` the
+last fence an observer claimed before reading it (:func:`claim_reading`). A due time further away
 than the broker may safely hold a countdown (``MAX_COUNTDOWN_S``) is left to the sweeper: no
 message now, ``enqueued_at`` empty, and the sweeper sends it as it comes due.
 
@@ -18,27 +19,28 @@ writer scheduled first); the caller re-reads and decides again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select, text, tuple_, update
+from sqlalchemy import select, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from shared.core.types import OperationState
-from shared.db.models import Observation, Operation
+from shared.db.models import Operation
 from shared.db.sql import one_of
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
     from sqlalchemy.orm import Session
 
 __all__ = [
     "OBSERVABLE_STATES",
     "OBSERVE_LEAD_S",
-    "WAKE_CLOCK_MARGIN",
     "ScheduleConflict",
+    "claim_reading",
     "dispatch_observe",
-    "message_reads_after",
+    "message_pending",
     "schedule_observation",
     "wake",
     "wake_for_events",
@@ -57,12 +59,6 @@ OBSERVABLE_STATES = (
 OBSERVE_LEAD_S = 0.2
 """How early an ``observe`` message is delivered before its due time; the task prepares, then
 waits until ``next_observation_at`` before it reads (never longer than this lead)."""
-
-
-WAKE_CLOCK_MARGIN = timedelta(seconds=1)
-"""How much later than an event's arrival a pending ``observe`` message must have been sent for
-a wake to keep it (see :func:`message_reads_after`): the two times come from the clocks of
-different processes (the intake stamps ``received_at``, the sender ``enqueued_at``)."""
 
 
 class ScheduleConflict(RuntimeError):
@@ -179,44 +175,45 @@ def _woken_in_session(session: Session, operation_id: str, fence: int, now: date
         set_committed_value(loaded, "enqueued_at", now)
 
 
-def message_reads_after(
-    *, due: datetime | None, enqueued_at: datetime | None, received_at: datetime, now: datetime
+def message_pending(
+    *,
+    due: datetime | None,
+    enqueued_at: datetime | None,
+    fence: int,
+    reading_fence: int | None,
+    now: datetime,
 ) -> bool:
-    """Whether the ``observe`` message already sent for an operation's current fence is bound to
-    read after an event that arrived at ``received_at``, so that a wake for the event may keep
-    it instead of sending another: the observation is due (``due <= now``) and the message was
-    sent at least :data:`WAKE_CLOCK_MARGIN` after the event arrived (a message is read after it
-    is sent). Whether the fence was read already is asked of the database
-    (:func:`wake_for_events`)."""
+    """Whether an operation's next observation is already now: it is due (``due <= now``), the
+    ``observe`` message of its current ``fence`` was sent (``enqueued_at``) and no observer has
+    begun to read that fence (``reading_fence``, claimed before the readbacks). Whatever
+    happened before this is seen by that reading, so a wake may keep the message instead of
+    sending another. Read with the operation's row locked (:func:`wake_for_events`)."""
     return (
         due is not None
         and due <= now
         and enqueued_at is not None
-        and received_at + WAKE_CLOCK_MARGIN <= enqueued_at
+        and (reading_fence is None or reading_fence < fence)
     )
 
 
 def wake_for_events(
-    session: Session, received: Mapping[str, datetime], *, now: datetime
+    session: Session, operation_ids: Iterable[str], *, now: datetime
 ) -> list[tuple[str, int]]:
-    """Wake each open operation of ``received`` (operation id → arrival of the latest event
-    that correlated with it) — or leave it as it is when its next observation is already now.
-
-    An operation whose observation is due and whose ``observe`` message for the current fence
-    was sent after the events arrived (:func:`message_reads_after`) and has not been read yet
-    keeps that message: its reading comes after the events, and the webhook channels it reduces
-    include them. Under a burst of events this spares a fence, a row version and a message per
-    event; an operation that reads faster than its events arrive is woken by each of them.
+    """Wake each open operation of ``operation_ids`` — or leave it as it is when its next
+    observation is already now (:func:`message_pending`): its ``observe`` message is due and no
+    observer has begun to read it, so that reading starts after these events were linked, and
+    the webhook channels it reduces include them. Under a burst of events this spares a fence,
+    a row version and a message per event; each reading an observer begins lets the next event
+    wake the operation again.
 
     The others are woken as :func:`wake` does, in one statement. Returns the ``(operation id,
     fence)`` pairs to dispatch after commit (``dispatch_observe_now``), in id order.
 
-    The operations' rows are locked first (``FOR NO KEY UPDATE``, id order), and whether the
-    pending fence was read is asked after that: an observer storing the reading of that fence
-    either committed before (its reading is seen, the operation is woken) or waits for this
-    transaction, then reduces the webhook channels with these events linked.
+    The operations' rows are locked first (``FOR NO KEY UPDATE``, id order) and the claim is
+    read after that: an observer's claim (an update of the row) either committed before (the
+    operation is woken) or waits for this transaction, and reads after it.
     """
-    ids = sorted(received)
+    ids = sorted(set(operation_ids))
     if not ids:
         return []
     # By primary key alone (a filter on the state or the final flag lets the planner prefer
@@ -229,6 +226,7 @@ def wake_for_events(
                 Operation.fence,
                 Operation.next_observation_at,
                 Operation.enqueued_at,
+                Operation.reading_fence,
                 Operation.final,
                 Operation.state,
             )
@@ -238,21 +236,19 @@ def wake_for_events(
         )
         .all()
     )
-    rows = [row for row in locked if not row.final and row.state in OBSERVABLE_STATES]
-    pending = [
-        (str(row.id), int(row.fence))
-        for row in rows
-        if message_reads_after(
+    woken = [
+        str(row.id)
+        for row in locked
+        if not row.final
+        and row.state in OBSERVABLE_STATES
+        and not message_pending(
             due=row.next_observation_at,
             enqueued_at=row.enqueued_at,
-            received_at=received[row.id],
+            fence=int(row.fence),
+            reading_fence=row.reading_fence,
             now=now,
         )
     ]
-    kept: set[str] = set()
-    if pending:
-        kept = {op_id for op_id, _ in pending} - _read_fences(session, pending)
-    woken = [str(row.id) for row in rows if row.id not in kept]
     if not woken:
         return []
     moved = session.execute(  # rows locked above: still open and observable
@@ -267,25 +263,16 @@ def wake_for_events(
     return sorted((str(op_id), int(fence)) for op_id, fence in moved)
 
 
-_PG_READ_FENCES = text(
-    """
-    SELECT DISTINCT o.operation_id
-    FROM unnest(CAST(:ops AS TEXT[]), CAST(:fences AS INT[])) AS p(op, fence)
-    JOIN observations o ON o.operation_id = p.op AND o.fence = p.fence
-    """
-)
+def claim_reading(connection: Connection, operation_id: str, fence: int) -> bool:
+    """Record that an observer begins to read ``fence`` (before its readbacks); False when the
+    fence is no longer the operation's (a wake or a schedule moved it: the message is stale).
 
-
-def _read_fences(session: Session, pairs: Sequence[tuple[str, int]]) -> set[str]:
-    """The operations of ``(operation id, fence)`` pairs whose fence has an observation."""
-    if session.get_bind().dialect.name == "postgresql":
-        rows = session.execute(
-            _PG_READ_FENCES, {"ops": [op for op, _ in pairs], "fences": [f for _, f in pairs]}
-        ).scalars()
-    else:
-        rows = session.execute(
-            select(Observation.operation_id)
-            .where(tuple_(Observation.operation_id, Observation.fence).in_(pairs))
-            .distinct()
-        ).scalars()
-    return {str(op_id) for op_id in rows}
+    An update of the operation's row: it waits for a correlation that holds the row
+    (:func:`wake_for_events`) and re-reads the fence after it, so a kept message is read after
+    the events that kept it. The caller commits before it reads."""
+    result = connection.execute(
+        update(Operation)
+        .where(Operation.id == operation_id, Operation.fence == fence)
+        .values(reading_fence=Operation.fence)
+    )
+    return bool(result.rowcount == 1)

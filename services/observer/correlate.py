@@ -7,8 +7,8 @@ message runs :func:`correlate_pending`: it claims the events nobody has correlat
 the open ones they strongly correlate with, commits, and only then sends the ``observe``
 messages of the wakes. Messages coalesce: one run takes every pending event, so a message that
 finds nothing left costs one indexed query. Wakes coalesce too: an operation whose due message
-was sent after its events arrived keeps it (``shared.scheduling.wake_for_events``), so a burst
-of events for one operation costs one message, not one each.
+no observer has begun to read keeps it (``shared.scheduling.wake_for_events``), so a burst of
+events for one operation costs one message per reading, not one per event.
 
 Nothing is lost when a message is: the marker is in PostgreSQL, and the sweeper correlates
 events still pending after its grace (``services.verdict.sweeper``). An event linked to a

@@ -1,20 +1,23 @@
 """``observe(operation_id, fence)``: read every channel of one operation once, for one fence.
 
-load → drop when stale → read (outside any transaction) → append observations → enqueue
-``evaluate``. The task is fenced and idempotent:
+load → drop when stale → claim the fence → read (outside any transaction) → append
+observations → enqueue ``evaluate``. The task is fenced and idempotent:
 
 - the operation is gone, final or not observable → dropped;
 - ``fence`` is not the operation's current fence → stale, dropped (a wake or a newer schedule
-  superseded it);
+  superseded it), also when it moves before the claim;
 - the fence was observed already (a redelivered message, a sweeper re-send) → no reading; an
   ``evaluate`` is sent again in case that was the lost message. The unique constraint on
   (operation, fence, channel) makes a concurrent duplicate lose at insert time;
 - a readback that the provider's rate limit holds back waits for its token; a wait longer than
   ``MAX_INLINE_WAIT_S`` re-sends the same message for when the token is due instead.
 
-Readbacks run outside any database transaction; webhook channels are reduced inside the
-transaction that stores the observations, so events that arrived during the readback count.
-The first observation moves the operation from ACTION_ACCEPTED to OBSERVING.
+The claim (``operations.reading_fence``, :func:`shared.scheduling.claim_reading`) is committed
+before the first readback: a correlation that kept this message for the events it linked
+(instead of waking the operation again) holds the row until it commits, so the readbacks come
+after those events. Readbacks run outside any database transaction; webhook channels are
+reduced inside the transaction that stores the observations, so events that arrived during the
+readback count. The first observation moves the operation from ACTION_ACCEPTED to OBSERVING.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from shared.db.session import get_engine, read_connection, session_scope
 from shared.operations import change_state, facts_for
 from shared.ratelimit import RateLimiter, bucket_for
 from shared.receipts import needs_recheck
-from shared.scheduling import OBSERVABLE_STATES, OBSERVE_LEAD_S
+from shared.scheduling import OBSERVABLE_STATES, OBSERVE_LEAD_S, claim_reading
 from shared.settings import Settings, get_settings
 
 __all__ = ["MAX_INLINE_WAIT_S", "ObserveOutcome", "Observer", "default_observer"]
@@ -212,6 +215,9 @@ class Observer:
         if isinstance(prepared, ObserveOutcome):
             return prepared
         jobs, readbacks, due = prepared
+        with self.engine.begin() as connection:
+            if not claim_reading(connection, operation_id, fence):
+                return ObserveOutcome.STALE  # woken or rescheduled since it was read
         if due is not None:
             early = (due - self.clock()).total_seconds()
             if 0 < early <= OBSERVE_LEAD_S + 0.05:

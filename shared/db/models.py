@@ -156,7 +156,8 @@ class Operation(Base):
     ``version`` fences every state change (``UPDATE … WHERE version = :v``). ``fence`` is the
     number of the observation currently scheduled; an ``observe`` task carrying another fence
     is stale and dropped. ``next_observation_at`` makes the schedule durable: the sweeper
-    re-enqueues what is overdue.
+    re-enqueues what is overdue. ``reading_fence`` is the last fence an observer began to read
+    (claimed before its readbacks): a scheduled fence that is not it has not been read yet.
     """
 
     __tablename__ = "operations"
@@ -200,6 +201,7 @@ class Operation(Base):
     fence: Mapped[int] = mapped_column(Integer, default=0)  # observation number scheduled
     next_observation_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     enqueued_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    reading_fence: Mapped[int | None] = mapped_column(Integer, nullable=True)
     deadline: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
     decision: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
 from shared.db.migrate import upgrade
 from shared.db.models import Base
 from shared.db.session import make_engine
 
-__all__ = ["truncate_all"]
+__all__ = ["insert_old_operation", "truncate_all"]
 
 
 def truncate_all(engine: Engine) -> None:
@@ -33,6 +34,23 @@ def truncate_all(engine: Engine) -> None:
         else:
             for name in reversed(names):
                 conn.execute(text(f'DELETE FROM "{name}"'))  # noqa: S608 (metadata names)
+
+
+def insert_old_operation(
+    connection: Connection, op_id: str, workspace_id: str, *, fence: int, at: datetime
+) -> None:
+    """An operation row of only the columns that every revision of the schema has (tests that
+    upgrade a database written by an older revision; the ORM model has the newest columns)."""
+    connection.execute(
+        text(
+            "INSERT INTO operations (id, workspace_id, contract_id, contract_version, "
+            "contract_hash, completion_level, state, final, version, input, learned_keys, "
+            "attempts, fence, created_at, updated_at) VALUES (:id, :ws, "
+            "'stripe.refund.succeeded', '1', 'h', 'settled', 'OBSERVING', false, 1, '{}', '{}', "
+            "0, :fence, :t, :t)"
+        ),
+        {"id": op_id, "ws": workspace_id, "fence": fence, "t": at},
+    )
 
 
 @pytest.fixture(scope="session")

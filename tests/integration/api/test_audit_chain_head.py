@@ -18,6 +18,7 @@ from shared.db.models import Transition, Workspace
 from shared.db.session import make_engine, session_factory, session_scope
 from tests.conftest import scratch_database
 from tests.integration.api.test_persistence import _operation, _workspace
+from tests.integration.conftest import insert_old_operation
 
 pytestmark = pytest.mark.integration
 
@@ -184,8 +185,8 @@ def _upgrade_from_0002(url: str) -> None:
                 ),
                 {"t": T0},
             )
+            insert_old_operation(conn, "op_1", "ws_a", fence=0, at=T0)
         with session_scope(engine) as s:
-            _operation(s)
             _chain_before_0003(s)
     finally:
         engine.dispose()

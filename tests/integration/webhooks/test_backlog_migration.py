@@ -1,4 +1,5 @@
-"""Migration 0004 moves the correlation backlog out of the events table and back."""
+"""Migrations that fill what they add: 0004 moves the correlation backlog out of the events
+table and back; 0006 counts every fence scheduled before it as claimed by an observer."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from pathlib import Path
 
 import pytest
 from alembic import command
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 from shared.db.migrate import alembic_config, upgrade
 from shared.db.session import make_engine
 from tests.conftest import scratch_database
+from tests.integration.conftest import insert_old_operation
 
 pytestmark = pytest.mark.integration
 
@@ -63,3 +65,31 @@ def test_pending_events_keep_waiting_across_the_upgrade(empty_url: str) -> None:
     command.downgrade(alembic_config(empty_url), "0003")
     rows = _rows(empty_url, "SELECT id, correlated_at IS NULL FROM events ORDER BY id")
     assert [(int(pk), bool(waiting)) for pk, waiting in rows] == [(1, False), (2, True), (3, True)]
+
+
+def test_fences_scheduled_before_the_reading_claim_count_as_claimed(empty_url: str) -> None:
+    upgrade(empty_url, "0005")
+    engine = make_engine(empty_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text("INSERT INTO workspaces (id, name, created_at) VALUES ('ws_a', 'a', :t)"),
+                {"t": T0},
+            )
+            for op_id, fence in (("op_a", 0), ("op_b", 4)):
+                insert_old_operation(conn, op_id, "ws_a", fence=fence, at=T0)
+    finally:
+        engine.dispose()
+    upgrade(empty_url)
+    rows = _rows(empty_url, "SELECT id, fence, reading_fence FROM operations ORDER BY id")
+    assert rows == [("op_a", 0, 0), ("op_b", 4, 4)]
+    command.downgrade(alembic_config(empty_url), "0005")
+    assert _rows(empty_url, "SELECT id, fence FROM operations ORDER BY id") == [
+        ("op_a", 0),
+        ("op_b", 4),
+    ]
+    engine = make_engine(empty_url)
+    try:
+        assert "reading_fence" not in {c["name"] for c in inspect(engine).get_columns("operations")}
+    finally:
+        engine.dispose()

@@ -170,7 +170,9 @@ def test_observe_is_fenced_and_stores_one_reading_per_channel(env: Cluster) -> N
     observer = _observer(env, refunds, sent)
 
     assert observer.observe(op_id, 2) is ObserveOutcome.STALE
+    assert _op(env, op_id).reading_fence is None  # a stale message claims nothing
     assert observer.observe(op_id, 1) is ObserveOutcome.OBSERVED
+    assert _op(env, op_id).reading_fence == 1
     assert observer.observe(op_id, 1) is ObserveOutcome.DUPLICATE
     assert observer.observe("op_missing", 1) is ObserveOutcome.MISSING
     assert sent.evaluates == [op_id, op_id]  # the duplicate re-sends evaluate, nothing else
@@ -191,6 +193,48 @@ def test_observe_is_fenced_and_stores_one_reading_per_channel(env: Cluster) -> N
     assert json.loads(readback.raw or b"{}")["id"] == "re_f"
     assert by_channel["refund_created_events"].value["count"] == 0
     assert _op(env, op_id).attempts == 1
+
+
+def test_the_fence_is_claimed_and_committed_before_the_provider_is_read(env: Cluster) -> None:
+    tenant = make_tenant(
+        env, "http://provider.test", short_contract(contract_id="t.claim"), name="claim"
+    )
+    now = datetime.now(UTC)
+    op_id = _operation(env, tenant, "re_c", created=now)
+    claimed_when_read: list[int | None] = []
+
+    class Watching(Refunds):
+        def handler(self, request: httpx.Request) -> httpx.Response:
+            claimed_when_read.append(_op(env, op_id).reading_fence)  # another connection
+            return super().handler(request)
+
+    refunds, sent = Watching(), Sent()
+    refunds.answers["re_c"] = (200, _refund("re_c", status="pending", created=now))
+    assert _observer(env, refunds, sent).observe(op_id, 1) is ObserveOutcome.OBSERVED
+    assert claimed_when_read == [1]
+
+
+def test_a_fence_moved_while_the_claim_waits_is_stale_and_nothing_is_read(env: Cluster) -> None:
+    tenant = make_tenant(
+        env, "http://provider.test", short_contract(contract_id="t.claimrace"), name="claimrace"
+    )
+    now = datetime.now(UTC)
+    op_id = _operation(env, tenant, "re_cr", created=now)
+    refunds, sent = Refunds(), Sent()
+    refunds.answers["re_cr"] = (200, _refund("re_cr", status="pending", created=now))
+    outcome: list[ObserveOutcome] = []
+    with session_scope(env.engine) as waking:
+        assert wake(waking, op_id, now=now) == 2  # the row stays locked until commit
+        observing = threading.Thread(
+            target=lambda: outcome.append(_observer(env, refunds, sent).observe(op_id, 1))
+        )
+        observing.start()
+        observing.join(0.5)
+        assert observing.is_alive()  # read fence 1, then waits to claim it
+    observing.join(10)
+    assert outcome == [ObserveOutcome.STALE]
+    assert refunds.requests == []
+    assert _op(env, op_id).reading_fence is None
 
 
 def test_a_path_that_cannot_be_filled_is_recorded_as_an_error_and_nothing_is_read(

@@ -6,10 +6,14 @@ message per committed batch). A real correlator worker (``provely serve observer
 correlate --pool solo``; ``--correlators N`` runs a prefork pool of N processes instead)
 runs at the same time on the same machine: it links each event with its open
 operation (strong, by subject id) and wakes it (fence + next observation in PostgreSQL, then
-the ``observe`` message on Redis after commit — or, when the operation's due message was sent
-after the event arrived, keeps that one). The run reports both rates: deliveries answered
-per second while ``wrk`` runs, and deliveries fully processed (stored, correlated, woken) per
-second from the start of the run until the correlator has caught up.
+the ``observe`` message on Redis after commit — or, when the operation's due message has not
+been claimed by an observer yet, keeps that one). No observer reads: stand-in observers (a
+thread of this process) claim every woken fence each ``--claim-every-ms`` (100 ms by default),
+as observers that begin each reading within that time would, so later events wake the
+operation again; ``--claim-every-ms 0`` claims nothing (idle observers: after its first wake an
+operation's message stays pending and every later event keeps it). The run reports both rates:
+deliveries answered per second while ``wrk`` runs, and deliveries fully processed (stored,
+correlated, woken) per second from the start of the run until the correlator has caught up.
 
 The reference is a bare FastAPI endpoint that only reads the body, served by the same uvicorn
 settings, measured in the same run with the same load tool:
@@ -28,6 +32,7 @@ Needs PostgreSQL (a scratch database is created and dropped) and Redis, as the t
 
     .venv/bin/python bench/ingest.py [--duration 15] [--connections 32 64 128]
                                      [--operations 2000] [--correlators 1]
+                                     [--claim-every-ms 100]
 
 Prints a Markdown table; the figures of record are in ``docs/benchmarks.md`` ("Ingest").
 """
@@ -44,6 +49,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -344,6 +350,36 @@ def count_rows(url: str) -> tuple[int, int, int, int]:
     return int(events), int(links), int(wakes), int(waiting)
 
 
+class StandInObservers(threading.Thread):
+    """Observers that begin to read every woken operation within ``interval_s``: they claim its
+    fence (``reading_fence = fence``, rows locked in id order as the correlator locks them) and
+    read nothing. Each claim lets the next event of that operation wake it again."""
+
+    def __init__(self, url: str, interval_s: float) -> None:
+        super().__init__(daemon=True)
+        self.dsn = url.replace("postgresql+psycopg://", "postgresql://")
+        self.interval_s = interval_s
+        self.claims = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while not self.done.wait(self.interval_s):
+                cursor = conn.execute(
+                    "WITH woken AS (SELECT id FROM operations "
+                    "WHERE reading_fence IS DISTINCT FROM fence ORDER BY id FOR NO KEY UPDATE) "
+                    "UPDATE operations o SET reading_fence = o.fence "
+                    "FROM woken WHERE o.id = woken.id"
+                )
+                self.claims += cursor.rowcount
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join()
+
+
 def wait_correlated(url: str, timeout_s: float = 300.0) -> float:
     """Poll until no event waits for correlation; the seconds it took. One connection, and a
     probe that reads one index entry at most: the wait must not load the database it waits for
@@ -380,6 +416,12 @@ def main() -> None:
         help="correlating processes: 1 runs one solo process; more, a prefork pool of that "
         "many (the observer's default pool is prefork, 2)",
     )
+    parser.add_argument(
+        "--claim-every-ms",
+        type=int,
+        default=100,
+        help="stand-in observers claim every woken fence this often (0: never, idle observers)",
+    )
     parser.add_argument("--latency-seconds", type=float, default=15.0)
     parser.add_argument(
         "--pg",
@@ -396,6 +438,7 @@ def main() -> None:
     scratch = create_database(args.pg)
     work = Path(tempfile.mkdtemp(prefix="provely-bench-ingest-"))
     processes: list[subprocess.Popen[bytes]] = []
+    observers: StandInObservers | None = None
     try:
         fernet_key = Fernet.generate_key().decode()
         workspace_id, subjects = seed(scratch.url, fernet_key, args.operations)
@@ -455,6 +498,9 @@ def main() -> None:
         script.write_text(LUA)
         per_run = 80_000  # distinct events for one intake run (more than it can take in)
 
+        if args.claim_every_ms > 0:
+            observers = StandInObservers(scratch.url, args.claim_every_ms / 1000)
+            observers.start()
         # warm-up of both (imports, pools, caches), then the measured runs
         warm = work / "warm.txt"
         signed_bodies(warm, "warm", 2000, subjects)
@@ -517,13 +563,21 @@ def main() -> None:
         )  # fmt: skip
         wait_correlated(scratch.url)
         final = count_rows(scratch.url)
+        if observers is not None:
+            observers.stop()
+        claims = (
+            f"stand-in observers claim every woken fence each {args.claim_every_ms} ms "
+            f"({observers.claims} claims)"
+            if observers is not None
+            else "no observer claims a fence (idle observers)"
+        )
 
         print(
             f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, python {sys.version.split()[0]}, "
             f"cpus: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}, uvicorn "
             f"{args.workers} worker(s) each, wrk -t{args.threads} -d{args.duration}s at "
             f"{', '.join(f'-c{c}' for c in args.connections)}, {args.operations} open operations, "
-            f"{args.correlators} correlating process(es)"
+            f"{args.correlators} correlating process(es), {claims}"
         )
         print()
         print(
@@ -570,6 +624,8 @@ def main() -> None:
             )
         print(f"rows at the end: events {final[0]}, correlations {final[1]}, wakes {final[2]}")
     finally:
+        if observers is not None:
+            observers.stop()
         for process in processes:
             process.terminate()
         for process in processes:

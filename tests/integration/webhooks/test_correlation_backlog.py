@@ -406,4 +406,13 @@ def test_the_wakes_of_one_transaction_go_to_redis_as_one_message_each(
     assert [m["headers"]["task"] for m in sent] == ["provely.observe"] * 700
     assert [m["headers"]["argsrepr"] for m in sent] == [repr([op, f]) for op, f in wakes]
     assert len({m["headers"]["id"] for m in sent}) == 700
+    # the same message as one ``send`` makes (the same headers, routed to the same queue)
+    from shared.celery_app import OBSERVE_TASK, send
+
+    queue.delete(key)
+    send(OBSERVE_TASK, ["op_single", 2])
+    single = json.loads(queue.lindex(key, 0))
+    assert set(sent[0]["headers"]) == set(single["headers"])
+    assert sent[0]["properties"]["delivery_info"] == single["properties"]["delivery_info"]
+    assert sent[0]["headers"]["ignore_result"] is True
     queue.delete(key)

@@ -1,8 +1,11 @@
 """The Celery application every Provely process shares: queues, task names, broker settings.
 
-Three tasks, each on its own queue so each service scales on its own:
+Four tasks, on three queues so each service scales on its own:
 
 - ``provely.observe`` (queue ``observe``): read every channel of one operation for one fence;
+- ``provely.observe_many`` (queue ``observe``): the same for several ``[operation, fence]``
+  pairs at once, each on a thread of its own (the wakes of one correlation, at most
+  ``WAKES_PER_MESSAGE`` a message);
 - ``provely.correlate`` (queue ``correlate``, served by the observer too): link the webhook
   events the intake stored with the operations they name, and wake those (no arguments: one
   run takes every pending event);
@@ -44,10 +47,12 @@ __all__ = [
     "EMBEDDED_POLLING_INTERVAL_S",
     "EVALUATE_TASK",
     "MAX_COUNTDOWN_S",
+    "OBSERVE_MANY_TASK",
     "OBSERVE_QUEUE",
     "OBSERVE_TASK",
     "REDIS_VISIBILITY_TIMEOUT_S",
     "VERDICT_QUEUE",
+    "WAKES_PER_MESSAGE",
     "EmbeddedSqlaTransport",
     "app",
     "configure",
@@ -55,11 +60,16 @@ __all__ = [
 ]
 
 OBSERVE_TASK = "provely.observe"
+OBSERVE_MANY_TASK = "provely.observe_many"
 CORRELATE_TASK = "provely.correlate"
 EVALUATE_TASK = "provely.evaluate"
 OBSERVE_QUEUE = "observe"
 CORRELATE_QUEUE = "correlate"
 VERDICT_QUEUE = "verdict"
+
+WAKES_PER_MESSAGE = 16
+"""Most wakes one ``provely.observe_many`` message carries: a message costs its sender about as
+much as the correlation of one event, and one observer process reads them all at once."""
 
 EMBEDDED_POLLING_INTERVAL_S = 0.1
 """How often an idle embedded worker looks for new messages in the SQLite broker."""
@@ -162,6 +172,7 @@ def _create_app() -> Celery:
         task_queues=(Queue(OBSERVE_QUEUE), Queue(CORRELATE_QUEUE), Queue(VERDICT_QUEUE)),
         task_routes={
             OBSERVE_TASK: {"queue": OBSERVE_QUEUE},
+            OBSERVE_MANY_TASK: {"queue": OBSERVE_QUEUE},
             CORRELATE_TASK: {"queue": CORRELATE_QUEUE},
             EVALUATE_TASK: {"queue": VERDICT_QUEUE},
         },

@@ -122,18 +122,27 @@ def dispatch_observe(operation_id: str, fence: int, *, countdown_s: float) -> bo
 
 
 def dispatch_observe_now(wakes: Sequence[tuple[str, int]]) -> bool:
-    """``observe(operation_id, fence)`` at once for each of ``wakes``, all through one producer
-    (pipelined on Redis); call only after the transaction that moved the fences commits.
+    """Observe each of ``wakes`` (``(operation_id, fence)``) at once: ``observe_many`` messages
+    of at most ``WAKES_PER_MESSAGE`` pairs each, in order, all through one producer (pipelined
+    on Redis); call only after the transaction that moved the fences commits.
 
     Returns False when the broker could not take them (some may have gone): the sweeper
-    re-sends what is overdue. Never raises for a broker failure, as :func:`dispatch_observe`.
+    re-sends what is overdue (one ``observe`` message per operation). Never raises for a broker
+    failure, as :func:`dispatch_observe`.
     """
-    from shared.celery_app import OBSERVE_TASK, send_many
+    from shared.celery_app import OBSERVE_MANY_TASK, WAKES_PER_MESSAGE, send_many
 
     if not wakes:
         return True
+    pairs = [[operation_id, fence] for operation_id, fence in wakes]
     try:
-        send_many(OBSERVE_TASK, [[operation_id, fence] for operation_id, fence in wakes])
+        send_many(
+            OBSERVE_MANY_TASK,
+            [
+                [pairs[start : start + WAKES_PER_MESSAGE]]
+                for start in range(0, len(pairs), WAKES_PER_MESSAGE)
+            ],
+        )
     except Exception:  # the broker is down: the sweeper recovers from next_observation_at
         log.warning("%d observe messages not sent", len(wakes), exc_info=True)
         return False

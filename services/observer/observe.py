@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -253,6 +254,21 @@ class Observer:
         if outcome is ObserveOutcome.OBSERVED:
             self.send_evaluate(operation_id)
         return outcome
+
+    def observe_many(self, pairs: Sequence[tuple[str, int]]) -> list[ObserveOutcome]:
+        """:meth:`observe` for each ``(operation_id, fence)``, each on a thread of its own, so
+        that no reading waits for another's; the outcomes in the order of ``pairs``. Every pair
+        is observed even when one raises; the first error is raised after all of them ran (the
+        sweeper re-sends what it left overdue, as for one ``observe``)."""
+        if len(pairs) <= 1:
+            return [self.observe(operation_id, fence) for operation_id, fence in pairs]
+        with ThreadPoolExecutor(len(pairs), thread_name_prefix="observe") as pool:
+            futures = [pool.submit(self.observe, op_id, fence) for op_id, fence in pairs]
+        for future in futures:  # all of them ran (the pool was shut down, waiting)
+            error = future.exception()
+            if error is not None:
+                raise error
+        return [future.result() for future in futures]
 
     def _already_observed(self, operation_id: str) -> ObserveOutcome:
         # The current fence was read already: this is a redelivery or a sweeper re-send. The

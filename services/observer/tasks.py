@@ -1,23 +1,33 @@
-"""Celery tasks of the observer (queue ``observe``), thin adapters: ``provely.observe`` over
-:mod:`.observe`, ``provely.correlate`` over :mod:`.correlate`."""
+"""Celery tasks of the observer (queue ``observe``), thin adapters: ``provely.observe`` and
+``provely.observe_many`` over :mod:`.observe`, ``provely.correlate`` over :mod:`.correlate`."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from celery.signals import worker_process_init
 
 from services.observer.correlate import correlate_pending
 from services.observer.observe import default_observer, reset_default_observer
-from shared.celery_app import CORRELATE_TASK, OBSERVE_TASK, app
+from shared.celery_app import CORRELATE_TASK, OBSERVE_MANY_TASK, OBSERVE_TASK, app
 from shared.db.session import dispose_engines, get_engine
 from shared.warmup import preload, warm_up
 
-__all__ = ["correlate", "observe"]
+__all__ = ["correlate", "observe", "observe_many"]
 
 
 @app.task(name=OBSERVE_TASK, ignore_result=True)
 def observe(operation_id: str, fence: int) -> str:
     """Read every channel of ``operation_id`` for ``fence`` (see ``services.observer.observe``)."""
     return default_observer().observe(str(operation_id), int(fence)).value
+
+
+@app.task(name=OBSERVE_MANY_TASK, ignore_result=True)
+def observe_many(pairs: list[list[Any]]) -> list[str]:
+    """``observe`` for each ``[operation_id, fence]`` of ``pairs`` (the wakes of a correlation),
+    each on a thread of its own (``Observer.observe_many``)."""
+    outcomes = default_observer().observe_many([(str(op), int(fence)) for op, fence in pairs])
+    return [outcome.value for outcome in outcomes]
 
 
 @app.task(name=CORRELATE_TASK, ignore_result=True)

@@ -9,6 +9,7 @@ intake time.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from datetime import UTC, datetime, timedelta
@@ -86,7 +87,7 @@ def test_the_answer_comes_before_correlation_and_one_message_asks_for_it(
     assert correlate_pending(pg_engine) == 1
     assert correlate_pending(pg_engine) == 0
     woken = json.loads(queue.lindex(QUEUE_PREFIX + "observe", 0))
-    assert woken["headers"]["argsrepr"] == repr([op_id, 2])
+    assert woken["headers"]["argsrepr"] == repr([[[op_id, 2]]])
     assert pending(pg_engine) == []
     assert links(pg_engine, op_id) == [("evt_b1", "resource_id", "strong")]
     assert load_operation(pg_engine, op_id).fence == 2
@@ -387,28 +388,32 @@ def test_a_report_links_an_event_a_correlator_has_claimed_without_deadlock(
     assert pending(pg_engine) == []
 
 
-def test_the_wakes_of_one_transaction_go_to_redis_as_one_message_each(
+def test_the_wakes_of_one_transaction_go_to_redis_in_messages_of_a_few_each(
     client: TestClient, redis_url: str
 ) -> None:
-    """``dispatch_observe_now`` pipelines the messages (kombu's publish batch): each wake is
-    still its own ``observe(operation_id, fence)`` message, in order, on the observe queue."""
+    """``dispatch_observe_now`` sends ``observe_many`` messages of at most ``WAKES_PER_MESSAGE``
+    wakes each, in order, pipelined (kombu's publish batch) on the observe queue."""
     import redis
 
+    from shared.celery_app import OBSERVE_TASK, WAKES_PER_MESSAGE, send
     from shared.scheduling import dispatch_observe_now
 
     queue = redis.Redis.from_url(redis_url)
     key = QUEUE_PREFIX + "observe"
     queue.delete(key)
-    wakes = [(f"op_batch_{i:04d}", i + 2) for i in range(700)]  # more than one round trip
+    wakes = [(f"op_batch_{i:04d}", i + 2) for i in range(7000)]  # more than one round trip
     assert dispatch_observe_now(wakes) is True
-    assert queue.llen(key) == 700
+    count = -(-7000 // WAKES_PER_MESSAGE)
+    assert queue.llen(key) == count
     sent = [json.loads(raw) for raw in reversed(queue.lrange(key, 0, -1))]  # LPUSH: newest first
-    assert [m["headers"]["task"] for m in sent] == ["provely.observe"] * 700
-    assert [m["headers"]["argsrepr"] for m in sent] == [repr([op, f]) for op, f in wakes]
-    assert len({m["headers"]["id"] for m in sent}) == 700
+    assert [m["headers"]["task"] for m in sent] == ["provely.observe_many"] * count
+    carried = [pair for m in sent for pair in json.loads(base64.b64decode(m["body"]))[0][0]]
+    assert carried == [[op, f] for op, f in wakes]
+    assert max(len(json.loads(base64.b64decode(m["body"]))[0][0]) for m in sent) == (
+        WAKES_PER_MESSAGE
+    )
+    assert len({m["headers"]["id"] for m in sent}) == count
     # the same message as one ``send`` makes (the same headers, routed to the same queue)
-    from shared.celery_app import OBSERVE_TASK, send
-
     queue.delete(key)
     send(OBSERVE_TASK, ["op_single", 2])
     single = json.loads(queue.lindex(key, 0))

@@ -36,6 +36,7 @@ from tests.integration.workers.conftest import (
     Cluster,
     Tenant,
     make_tenant,
+    observations_of,
     short_contract,
 )
 
@@ -235,6 +236,54 @@ def test_a_fence_moved_while_the_claim_waits_is_stale_and_nothing_is_read(env: C
     assert outcome == [ObserveOutcome.STALE]
     assert refunds.requests == []
     assert _op(env, op_id).reading_fence is None
+
+
+def test_observe_many_reads_its_operations_at_once_and_answers_in_order(env: Cluster) -> None:
+    tenant = make_tenant(
+        env, "http://provider.test", short_contract(contract_id="t.many"), name="many"
+    )
+    now = datetime.now(UTC)
+    ops = [_operation(env, tenant, f"re_m{n}", created=now) for n in range(3)]
+    both_in_flight = threading.Barrier(3, timeout=5)
+
+    class Together(Refunds):
+        def handler(self, request: httpx.Request) -> httpx.Response:
+            both_in_flight.wait()  # each readback waits until all three are in flight
+            return super().handler(request)
+
+    refunds, sent = Together(), Sent()
+    for n in range(3):
+        refunds.answers[f"re_m{n}"] = (200, _refund(f"re_m{n}", status="pending", created=now))
+    outcomes = _observer(env, refunds, sent).observe_many(
+        [(ops[0], 1), (ops[1], 1), (ops[2], 1), (ops[0], 7)]
+    )
+    assert outcomes == [ObserveOutcome.OBSERVED] * 3 + [ObserveOutcome.STALE]
+    assert sorted(sent.evaluates) == sorted(ops)
+
+
+def test_observe_many_observes_every_pair_and_then_raises_the_first_error(
+    env: Cluster,
+) -> None:
+    tenant = make_tenant(
+        env, "http://provider.test", short_contract(contract_id="t.manyerr"), name="manyerr"
+    )
+    now = datetime.now(UTC)
+    ops = [_operation(env, tenant, f"re_e{n}", created=now) for n in range(3)]
+    refunds, sent = Refunds(), Sent()
+    for n in range(3):
+        refunds.answers[f"re_e{n}"] = (200, _refund(f"re_e{n}", status="pending", created=now))
+
+    def evaluate(op_id: str) -> None:
+        if op_id == ops[1]:
+            raise ConnectionError("broker unreachable")
+        sent.evaluates.append(op_id)
+
+    observer = _observer(env, refunds, sent)
+    observer.send_evaluate = evaluate
+    with pytest.raises(ConnectionError, match="broker unreachable"):
+        observer.observe_many([(op_id, 1) for op_id in ops])
+    assert sorted(sent.evaluates) == sorted([ops[0], ops[2]])
+    assert [len(observations_of(env, op_id)) > 0 for op_id in ops] == [True, True, True]
 
 
 def test_a_path_that_cannot_be_filled_is_recorded_as_an_error_and_nothing_is_read(

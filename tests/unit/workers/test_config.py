@@ -13,6 +13,7 @@ from services.observer.connections import auth_headers
 from services.verdict.sweeper import _resend_now
 from shared.celery_app import (
     EVALUATE_TASK,
+    OBSERVE_MANY_TASK,
     OBSERVE_TASK,
     EmbeddedSqlaTransport,
     app,
@@ -31,6 +32,7 @@ def test_delivery_is_late_acked_json_only_and_one_message_at_a_time() -> None:
     assert conf.task_ignore_result is True
     assert conf.worker_cancel_long_running_tasks_on_connection_loss is True
     assert conf.task_routes[OBSERVE_TASK] == {"queue": "observe"}
+    assert conf.task_routes[OBSERVE_MANY_TASK] == {"queue": "observe"}
     assert conf.task_routes[EVALUATE_TASK] == {"queue": "verdict"}
     assert conf.task_routes["provely.correlate"] == {"queue": "correlate"}
     assert {q.name for q in conf.task_queues} == {"observe", "correlate", "verdict"}
@@ -91,3 +93,10 @@ def test_overdue_resends_back_off_exponentially() -> None:
     sent = due + 10 * s  # last sent 10 s after it was due
     assert not _resend_now(due, sent, sent + 9 * s)
     assert _resend_now(due, sent, sent + 10 * s)
+
+
+def test_the_observer_worker_serves_every_observer_task() -> None:
+    import services.observer.tasks  # noqa: F401  (what the worker loads through ``include``)
+
+    assert "services.observer.tasks" in app.conf.include
+    assert {OBSERVE_TASK, OBSERVE_MANY_TASK, "provely.correlate"} <= set(app.tasks)

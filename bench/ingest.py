@@ -380,6 +380,18 @@ class StandInObservers(threading.Thread):
         self.join()
 
 
+def vacuum(url: str) -> None:
+    """``VACUUM (ANALYZE)`` the scratch database between runs, untimed: what autovacuum (off on
+    these machines) would have done meanwhile; without it every run inherits the dead row
+    versions and stale statistics of the runs before."""
+    import psycopg
+
+    with psycopg.connect(
+        url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True
+    ) as conn:
+        conn.execute("VACUUM (ANALYZE)")
+
+
 def wait_correlated(url: str, timeout_s: float = 300.0) -> float:
     """Poll until no event waits for correlation; the seconds it took. One connection, and a
     probe that reads one index entry at most: the wait must not load the database it waits for
@@ -527,6 +539,7 @@ def main() -> None:
         signed_bodies(bodies, "ingest", per_run * len(args.connections), subjects)
         intake_runs: list[IntakeRun] = []
         for n, c in enumerate(args.connections):
+            vacuum(scratch.url)
             before = count_rows(scratch.url)
             started = time.monotonic()
             result = run_wrk(
@@ -553,6 +566,7 @@ def main() -> None:
         )  # fmt: skip
         pause_ms = max(1, round(paced * 1000 / rate - probe.p50_ms))
         wait_correlated(scratch.url)
+        vacuum(scratch.url)
         latency = run_wrk(
             ingest_url, script, bodies, threads=2, connections=paced,
             duration=int(args.latency_seconds), pause_ms=pause_ms, start=probe.requests,

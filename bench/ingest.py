@@ -22,8 +22,9 @@ settings, measured in the same run with the same load tool:
   each a distinct event (so every request is a new row), at each of ``--connections`` (32, 64
   and 128 connections by default); each endpoint's maximum is its best rate over them (the
   intake batches deliveries, so it may need more requests in flight than the bare endpoint to
-  reach its maximum). After each intake run the correlator is let catch up, so runs do not
-  inherit each other's backlog;
+  reach its maximum). After each intake run the correlator is let catch up and the database
+  is vacuumed (``VACUUM (ANALYZE)``, untimed, as autovacuum would), so runs inherit neither
+  each other's backlog nor their dead row versions;
 - latency: ``wrk`` again at half of the intake's maximum rate, 32 connections that each pause
   between their requests (the Lua ``delay`` hook; the pause is the connection's share of the
   rate less the median latency a 3 s probe saw), for both endpoints.

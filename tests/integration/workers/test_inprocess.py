@@ -254,11 +254,14 @@ def test_observe_many_reads_its_operations_at_once_and_answers_in_order(env: Clu
     refunds, sent = Together(), Sent()
     for n in range(3):
         refunds.answers[f"re_m{n}"] = (200, _refund(f"re_m{n}", status="pending", created=now))
-    outcomes = _observer(env, refunds, sent).observe_many(
-        [(ops[0], 1), (ops[1], 1), (ops[2], 1), (ops[0], 7)]
-    )
+    observer = _observer(env, refunds, sent)
+    outcomes = observer.observe_many([(ops[0], 1), (ops[1], 1), (ops[2], 1), (ops[0], 7)])
     assert outcomes == [ObserveOutcome.OBSERVED] * 3 + [ObserveOutcome.STALE]
     assert sorted(sent.evaluates) == sorted(ops)
+    reading = observer._reading_threads()
+    assert observer.observe_many([(ops[1], 1), (ops[2], 1)]) == [ObserveOutcome.DUPLICATE] * 2
+    assert observer._reading_threads() is reading  # the threads are kept between messages
+    observer.close()
 
 
 def test_observe_many_observes_every_pair_and_then_raises_the_first_error(
@@ -282,6 +285,7 @@ def test_observe_many_observes_every_pair_and_then_raises_the_first_error(
     observer.send_evaluate = evaluate
     with pytest.raises(ConnectionError, match="broker unreachable"):
         observer.observe_many([(op_id, 1) for op_id in ops])
+    observer.close()
     assert sorted(sent.evaluates) == sorted([ops[0], ops[2]])
     assert [len(observations_of(env, op_id)) > 0 for op_id in ops] == [True, True, True]
 

@@ -20,7 +20,7 @@ from shared.db.migrate import upgrade
 from shared.db.models import Base
 from shared.db.session import make_engine
 
-__all__ = ["insert_old_operation", "truncate_all"]
+__all__ = ["insert_old_operation", "insert_old_workspaces", "truncate_all"]
 
 
 def truncate_all(engine: Engine) -> None:
@@ -34,6 +34,15 @@ def truncate_all(engine: Engine) -> None:
         else:
             for name in reversed(names):
                 conn.execute(text(f'DELETE FROM "{name}"'))  # noqa: S608 (metadata names)
+
+
+def insert_old_workspaces(connection: Connection, *workspace_ids: str, at: datetime) -> None:
+    """Workspace rows of the columns every revision has, named after their ids' last letter."""
+    for workspace_id in workspace_ids:
+        connection.execute(
+            text("INSERT INTO workspaces (id, name, created_at) VALUES (:id, :name, :t)"),
+            {"id": workspace_id, "name": workspace_id[-1], "t": at},
+        )
 
 
 def insert_old_operation(

@@ -18,7 +18,7 @@ from shared.db.models import Transition, Workspace
 from shared.db.session import make_engine, session_factory, session_scope
 from tests.conftest import scratch_database
 from tests.integration.api.test_persistence import _operation, _workspace
-from tests.integration.conftest import insert_old_operation
+from tests.integration.conftest import insert_old_operation, insert_old_workspaces
 
 pytestmark = pytest.mark.integration
 
@@ -178,13 +178,7 @@ def _upgrade_from_0002(url: str) -> None:
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
-            conn.execute(
-                text(
-                    "INSERT INTO workspaces (id, name, created_at) VALUES ('ws_a', 'a', :t), "
-                    "('ws_b', 'b', :t)"
-                ),
-                {"t": T0},
-            )
+            insert_old_workspaces(conn, "ws_a", "ws_b", at=T0)
             insert_old_operation(conn, "op_1", "ws_a", fence=0, at=T0)
         with session_scope(engine) as s:
             _chain_before_0003(s)

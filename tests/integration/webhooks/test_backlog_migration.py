@@ -14,7 +14,7 @@ from sqlalchemy import inspect, text
 from shared.db.migrate import alembic_config, upgrade
 from shared.db.session import make_engine
 from tests.conftest import scratch_database
-from tests.integration.conftest import insert_old_operation
+from tests.integration.conftest import insert_old_operation, insert_old_workspaces
 
 pytestmark = pytest.mark.integration
 
@@ -44,10 +44,7 @@ def test_pending_events_keep_waiting_across_the_upgrade(empty_url: str) -> None:
     engine = make_engine(empty_url)
     try:
         with engine.begin() as conn:
-            conn.execute(
-                text("INSERT INTO workspaces (id, name, created_at) VALUES ('ws_a', 'a', :t)"),
-                {"t": T0},
-            )
+            insert_old_workspaces(conn, "ws_a", at=T0)
             for pk, correlated in ((1, T0), (2, None), (3, None)):
                 conn.execute(
                     text(
@@ -72,10 +69,7 @@ def test_fences_scheduled_before_the_reading_claim_count_as_claimed(empty_url: s
     engine = make_engine(empty_url)
     try:
         with engine.begin() as conn:
-            conn.execute(
-                text("INSERT INTO workspaces (id, name, created_at) VALUES ('ws_a', 'a', :t)"),
-                {"t": T0},
-            )
+            insert_old_workspaces(conn, "ws_a", at=T0)
             for op_id, fence in (("op_a", 0), ("op_b", 4)):
                 insert_old_operation(conn, op_id, "ws_a", fence=fence, at=T0)
     finally:

@@ -351,6 +351,11 @@ def count_rows(url: str) -> tuple[int, int, int, int]:
     return int(events), int(links), int(wakes), int(waiting)
 
 
+def libpq_dsn(url: str) -> str:
+    """The scratch database's SQLAlchemy URL as psycopg connects to it."""
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
 class StandInObservers(threading.Thread):
     """Observers that begin to read every woken operation within ``interval_s``: they claim its
     fence (``reading_fence = fence``, rows locked in id order as the correlator locks them) and
@@ -358,7 +363,7 @@ class StandInObservers(threading.Thread):
 
     def __init__(self, url: str, interval_s: float) -> None:
         super().__init__(daemon=True)
-        self.dsn = url.replace("postgresql+psycopg://", "postgresql://")
+        self.dsn = libpq_dsn(url)
         self.interval_s = interval_s
         self.claims = 0
         self.done = threading.Event()
@@ -387,9 +392,7 @@ def vacuum(url: str) -> None:
     versions and stale statistics of the runs before."""
     import psycopg
 
-    with psycopg.connect(
-        url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True
-    ) as conn:
+    with psycopg.connect(libpq_dsn(url), autocommit=True) as conn:
         conn.execute("VACUUM (ANALYZE)")
 
 
@@ -400,8 +403,7 @@ def wait_correlated(url: str, timeout_s: float = 300.0) -> float:
     import psycopg
 
     started = time.monotonic()
-    dsn = url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with psycopg.connect(libpq_dsn(url), autocommit=True) as conn:
         while conn.execute("SELECT EXISTS (SELECT 1 FROM event_backlog)").fetchone() == (True,):
             if time.monotonic() - started > timeout_s:
                 raise SystemExit("the correlator did not catch up")

@@ -196,8 +196,12 @@ def _cheap_options(args: list[Any]) -> dict[str, Any]:
     the queue's declaration (kombu copies and binds the queue and its exchange for every
     publish before finding it declared; the workers declare their queues when they start, and
     on Redis and the embedded broker a message to an undeclared queue is kept all the same)."""
-    shown = repr(args) if args else "()"  # what Celery would show: args, or () for none
-    return {"argsrepr": shown, "kwargsrepr": "{}", "declare": []}
+    return {"argsrepr": _shown(args), "kwargsrepr": "{}", "declare": []}
+
+
+def _shown(args: list[Any]) -> str:
+    """What Celery would show of a message's arguments: their repr, or () for none."""
+    return repr(args) if args else "()"
 
 
 def send(task_name: str, args: list[Any], *, countdown_s: float = 0.0) -> None:
@@ -221,8 +225,9 @@ def send_many(task_name: str, many_args: Sequence[list[Any]]) -> None:
     The messages are built and published by Celery's message layer (``app.amqp``:
     ``create_task_message``, ``send_task_message``), which ``send_task`` calls too, with the
     route looked up once for all of them. ``send_task`` adds per message what these do not
-    need — a registry lookup, options merged again, parent tracking, a result object, a reply
-    queue for results that are ignored — and cost ~80 µs of CPU a message against ~46."""
+    need: a registry lookup, options merged again, parent tracking, a result object, a reply
+    queue for results that are ignored. Through ``send_task`` a message cost ~80 µs of CPU,
+    this way ~46."""
     if not many_args:
         return
     amqp = app.amqp
@@ -234,7 +239,7 @@ def send_many(task_name: str, many_args: Sequence[list[Any]]) -> None:
                 task_name,
                 args,
                 {},
-                argsrepr=repr(args) if args else "()",
+                argsrepr=_shown(args),
                 kwargsrepr="{}",
                 ignore_result=True,
             )

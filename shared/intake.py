@@ -1291,6 +1291,7 @@ def _candidates(
         return []
     found: list[_Candidate] = []
     db = session.connection()  # Core rows: the ORM's row loading cost more than the query
+    # All rows at once (``all``): iterating a result fetches one row per call.
     for op in db.execute(
         select(*_CORRELATION_COLUMNS)
         .where(
@@ -1298,7 +1299,7 @@ def _candidates(
             or_(*conditions),
         )
         .order_by(Operation.id)
-    ):
+    ).all():
         contract = _registry_contract(op.contract_hash)
         if contract is None:
             loaded = session.get(Operation, op.id)
@@ -1485,7 +1486,7 @@ def correlate_backlog(
     claim = claim.order_by(EventBacklog.event_pk).limit(limit)
     if session.get_bind().dialect.name == "postgresql":
         claim = claim.with_for_update(skip_locked=True)
-    claimed = [int(pk) for pk in db.execute(claim).scalars()]
+    claimed = [int(pk) for pk in db.execute(claim).scalars().all()]
     if not claimed:
         return []
     # Only what correlation reads: neither the body (a JSON document to decode) nor the raw
@@ -1511,7 +1512,7 @@ def correlate_backlog(
         select(EventKey.event_pk, EventKey.name, EventKey.value).where(
             one_of(session, EventKey.event_pk, [row.id for row in rows])
         )
-    ):
+    ).all():
         keys.setdefault(int(pk), {})[name] = value
     pending = [
         (

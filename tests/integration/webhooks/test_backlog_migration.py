@@ -4,12 +4,13 @@ table and back; 0006 counts every fence scheduled before it as claimed by an obs
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from alembic import command
-from sqlalchemy import inspect, text
+from sqlalchemy import Connection, inspect, text
 
 from shared.db.migrate import alembic_config, upgrade
 from shared.db.session import make_engine
@@ -39,24 +40,32 @@ def _rows(url: str, sql: str) -> list[tuple[object, ...]]:
         engine.dispose()
 
 
-def test_pending_events_keep_waiting_across_the_upgrade(empty_url: str) -> None:
-    upgrade(empty_url, "0003")
-    engine = make_engine(empty_url)
+@contextmanager
+def written_at(url: str, revision: str) -> Iterator[Connection]:
+    """The database migrated to ``revision``, with workspace ws_a: a transaction to write the
+    rows that revision had, committed when the block exits."""
+    upgrade(url, revision)
+    engine = make_engine(url)
     try:
         with engine.begin() as conn:
             insert_old_workspaces(conn, "ws_a", at=T0)
-            for pk, correlated in ((1, T0), (2, None), (3, None)):
-                conn.execute(
-                    text(
-                        "INSERT INTO events (id, workspace_id, provider, event_id, type, "
-                        "provider_timestamp, body, raw, digest, duplicates, received_at, "
-                        "correlated_at) VALUES (:pk, 'ws_a', 'stripe', :eid, 'refund.updated', "
-                        ":t, '{}', :raw, 'd', 0, :t, :c)"
-                    ),
-                    {"pk": pk, "eid": f"evt_{pk}", "t": T0, "raw": b"{}", "c": correlated},
-                )
+            yield conn
     finally:
         engine.dispose()
+
+
+def test_pending_events_keep_waiting_across_the_upgrade(empty_url: str) -> None:
+    with written_at(empty_url, "0003") as conn:
+        for pk, correlated in ((1, T0), (2, None), (3, None)):
+            conn.execute(
+                text(
+                    "INSERT INTO events (id, workspace_id, provider, event_id, type, "
+                    "provider_timestamp, body, raw, digest, duplicates, received_at, "
+                    "correlated_at) VALUES (:pk, 'ws_a', 'stripe', :eid, 'refund.updated', "
+                    ":t, '{}', :raw, 'd', 0, :t, :c)"
+                ),
+                {"pk": pk, "eid": f"evt_{pk}", "t": T0, "raw": b"{}", "c": correlated},
+            )
     upgrade(empty_url)
     assert _rows(empty_url, "SELECT event_pk FROM event_backlog ORDER BY event_pk") == [(2,), (3,)]
     command.downgrade(alembic_config(empty_url), "0003")
@@ -65,15 +74,9 @@ def test_pending_events_keep_waiting_across_the_upgrade(empty_url: str) -> None:
 
 
 def test_fences_scheduled_before_the_reading_claim_count_as_claimed(empty_url: str) -> None:
-    upgrade(empty_url, "0005")
-    engine = make_engine(empty_url)
-    try:
-        with engine.begin() as conn:
-            insert_old_workspaces(conn, "ws_a", at=T0)
-            for op_id, fence in (("op_a", 0), ("op_b", 4)):
-                insert_old_operation(conn, op_id, "ws_a", fence=fence, at=T0)
-    finally:
-        engine.dispose()
+    with written_at(empty_url, "0005") as conn:
+        for op_id, fence in (("op_a", 0), ("op_b", 4)):
+            insert_old_operation(conn, op_id, "ws_a", fence=fence, at=T0)
     upgrade(empty_url)
     rows = _rows(empty_url, "SELECT id, fence, reading_fence FROM operations ORDER BY id")
     assert rows == [("op_a", 0, 0), ("op_b", 4, 4)]

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, case, select, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from shared.core.types import OperationState
@@ -149,38 +149,52 @@ def dispatch_observe_now(wakes: Sequence[tuple[str, int]]) -> bool:
     return True
 
 
+def _due_by(now: datetime) -> ColumnElement[datetime]:
+    """A woken operation's due time: ``now``, or the earlier time it was already due at.
+
+    An operation that is due already keeps its due time, so the wake leaves the indexed
+    ``next_observation_at`` as it is: on PostgreSQL the new row version is then a heap-only
+    update (no entry in any of the table's indexes), which is what most wakes of a burst are
+    (the events that arrive while an observer reads). What makes the wake is the fence and
+    the message; the due time orders the sweeper's work, and if the wake's message is lost the
+    sweeper's backoff counts from that earlier due time (``services.verdict.sweeper``)."""
+    return case((Operation.next_observation_at <= now, Operation.next_observation_at), else_=now)
+
+
 def wake(session: Session, operation_id: str, *, now: datetime) -> int | None:
-    """Move the next observation of an open operation to now; return the fence to dispatch.
+    """Move the next observation of an open operation to now (:func:`_due_by`: an operation
+    already due stays due since then); return the fence to dispatch.
 
     The fence moves on (atomically, ``fence = fence + 1``), so whatever message was pending for
     the previous fence becomes stale: a wake never makes two readings of one fence. Returns
     None when the operation is unknown, final or not observed yet (action not reported).
     After commit, call ``dispatch_observe(operation_id, fence, countdown_s=0)``.
     """
-    result = session.execute(
+    row = session.execute(
         update(Operation)
         .where(
             Operation.id == operation_id,
             Operation.final.is_(False),
             Operation.state.in_(OBSERVABLE_STATES),
         )
-        .values(fence=Operation.fence + 1, next_observation_at=now, enqueued_at=now)
-        .returning(Operation.fence)
+        .values(fence=Operation.fence + 1, next_observation_at=_due_by(now), enqueued_at=now)
+        .returning(Operation.fence, Operation.next_observation_at)
         .execution_options(synchronize_session=False)
-    )
-    fence = result.scalar_one_or_none()
-    if fence is None:
+    ).first()
+    if row is None:
         return None
-    _woken_in_session(session, operation_id, int(fence), now)
-    return int(fence)
+    _woken_in_session(session, operation_id, int(row.fence), row.next_observation_at, now)
+    return int(row.fence)
 
 
-def _woken_in_session(session: Session, operation_id: str, fence: int, now: datetime) -> None:
+def _woken_in_session(
+    session: Session, operation_id: str, fence: int, due: datetime, now: datetime
+) -> None:
     """A woken operation that the session holds loaded gets the values the wake wrote."""
     loaded = session.identity_map.get(session.identity_key(Operation, operation_id))
     if isinstance(loaded, Operation):
         set_committed_value(loaded, "fence", fence)
-        set_committed_value(loaded, "next_observation_at", now)
+        set_committed_value(loaded, "next_observation_at", due)
         set_committed_value(loaded, "enqueued_at", now)
 
 
@@ -215,8 +229,9 @@ def wake_for_events(
     a row version and a message per event; each reading an observer begins lets the next event
     wake the operation again.
 
-    The others are woken as :func:`wake` does, in one statement. Returns the ``(operation id,
-    fence)`` pairs to dispatch after commit (``dispatch_observe_now``), in id order.
+    The others are woken as :func:`wake` does (due from now, or from the earlier time they
+    were due at already), in one statement. Returns the ``(operation id, fence)`` pairs to
+    dispatch after commit (``dispatch_observe_now``), in id order.
 
     The operations' rows are locked first (``FOR NO KEY UPDATE``, id order) and the claim is
     read after that: an observer's claim (an update of the row) either committed before (the
@@ -263,13 +278,13 @@ def wake_for_events(
     moved = session.execute(  # rows locked above: still open and observable
         update(Operation)
         .where(one_of(session, Operation.id, woken))
-        .values(fence=Operation.fence + 1, next_observation_at=now, enqueued_at=now)
-        .returning(Operation.id, Operation.fence)
+        .values(fence=Operation.fence + 1, next_observation_at=_due_by(now), enqueued_at=now)
+        .returning(Operation.id, Operation.fence, Operation.next_observation_at)
         .execution_options(synchronize_session=False)
     ).all()
-    for op_id, fence in moved:
-        _woken_in_session(session, str(op_id), int(fence), now)
-    return sorted((str(op_id), int(fence)) for op_id, fence in moved)
+    for op_id, fence, due in moved:
+        _woken_in_session(session, str(op_id), int(fence), due, now)
+    return sorted((str(op_id), int(fence)) for op_id, fence, _ in moved)
 
 
 def claim_reading(connection: Connection, operation_id: str, fence: int) -> bool:

@@ -85,8 +85,32 @@ def test_otherwise_the_fence_moves_on_and_a_message_is_due(
         assert claimed(pg_engine, op_id, 1)
     assert wake(pg_engine, [op_id]) == [(op_id, 2)]
     op = load_operation(pg_engine, op_id)
-    assert (op.fence, op.next_observation_at, op.enqueued_at) == (2, NOW, NOW)
+    # Due from now, or from when it was due already.
+    assert (op.fence, op.next_observation_at, op.enqueued_at) == (
+        2,
+        min(NOW, NOW + timedelta(seconds=due)),
+        NOW,
+    )
     assert not claimed(pg_engine, op_id, 1)  # the old message is stale now
+
+
+@pytest.mark.parametrize(("due", "heap_only"), [(-3.0, 1), (+30.0, 0)], ids=["due", "not-due"])
+def test_waking_a_due_operation_writes_no_index_entry(
+    pg_engine: Engine, tenant: Tenant, due: float, heap_only: int
+) -> None:
+    """The due time of an operation that is due already stays as it is, so PostgreSQL writes
+    the woken row as a heap-only update; one not due yet moves its indexed due time."""
+    op_id = add_operation(pg_engine, tenant, subject_id="re_K5", action_result={"id": "re_K5"})
+    pending_message(pg_engine, op_id, due=NOW + timedelta(seconds=due), sent=None)
+    counts = text(
+        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables "
+        "WHERE relname = 'operations'"
+    )
+    with Session(pg_engine) as session, session.begin():
+        updated, hot = session.execute(counts).one()
+        assert wake_for_events(session, [op_id], now=NOW) == [(op_id, 2)]
+        after = session.execute(counts).one()
+    assert (after[0] - updated, after[1] - hot) == (1, heap_only)
 
 
 def test_closed_operations_are_neither_woken_nor_kept(pg_engine: Engine, tenant: Tenant) -> None:

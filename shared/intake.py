@@ -50,7 +50,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Final, Protocol
 
 from sqlalchemy import Connection, and_, delete, insert, or_, select, text, update
@@ -206,9 +206,16 @@ def register_late_event_hook(hook: LateEventHook) -> None:
 # ------------------------------------------------------------------------------------ parsing
 
 
+_ABSENT = object()
+
+
 def _walk(doc: Any, parts: Sequence[str]) -> Any:
     for part in parts:
-        if isinstance(doc, Mapping):
+        if type(doc) is dict:  # what JSON decodes to: no ABC check on the hot path
+            doc = doc.get(part, _ABSENT)
+            if doc is _ABSENT:
+                return None
+        elif isinstance(doc, Mapping):
             if part not in doc:
                 return None
             doc = doc[part]
@@ -219,12 +226,19 @@ def _walk(doc: Any, parts: Sequence[str]) -> Any:
     return doc
 
 
+@lru_cache(maxsize=1024)
+def _expression(expr: str) -> tuple[str, tuple[str, ...]]:
+    """An expression's root and path (``$event.data.object.id`` → ``$event``, its parts),
+    split once: skills and contracts hold a few hundred at most."""
+    root, _, rest = expr.partition(".")
+    return root, tuple(rest.split(".")) if rest else ()
+
+
 def _resolve(expr: str | None, body: Any, delivery: Mapping[str, Any]) -> Any:
     """``$event.a.b`` reads the body, ``$delivery.x`` what the signature check learned."""
     if not expr:
         return None
-    root, _, rest = expr.partition(".")
-    parts = rest.split(".") if rest else []
+    root, parts = _expression(expr)
     if root == "$event":
         return _walk(body, parts)
     if root == "$delivery":
@@ -575,13 +589,12 @@ class _OperationKeys(Protocol):
 def _operation_value(operation: _OperationKeys, expr: str) -> str | None:
     """The value of a correlation key expression for an operation (``$operation.id``,
     ``$input.*``, ``$action.result.*``); None when unknown."""
-    root, _, rest = expr.partition(".")
-    parts = rest.split(".") if rest else []
+    root, parts = _expression(expr)
     if expr == "$operation.id":
         return operation.id
     if root == "$input":
         return _text(_walk(operation.input or {}, parts), _MAX_KEY_VALUE)
-    if root == "$action" and parts[:1] == ["result"]:
+    if root == "$action" and parts[:1] == ("result",):
         return _text(_walk(operation.action_result or {}, parts[1:]), _MAX_KEY_VALUE)
     return None
 

@@ -53,7 +53,7 @@ from datetime import UTC, datetime
 from functools import lru_cache, partial
 from typing import Any, Final, Protocol
 
-from sqlalchemy import Connection, and_, delete, insert, or_, select, text, update
+from sqlalchemy import Connection, Text, and_, cast, delete, insert, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, load_only
 
@@ -1263,15 +1263,73 @@ def _dialect(db: Session | Connection) -> str:
 
 @dataclass(slots=True)
 class _Candidate:
-    """An operation that may correlate (a row of ``_CORRELATION_COLUMNS``), with what matching
+    """An operation that may correlate (a row of ``_CANDIDATE_COLUMNS``), with what matching
     reads of it computed once."""
 
     op: Any
     contract: Contract
     providers: frozenset[str]
     idempotency: str | None
-    subjects: set[str]
+    subjects: frozenset[str]
     fingerprint: dict[str, str] | None
+
+
+_CANDIDATE_COLUMNS = (
+    Operation.id,
+    Operation.workspace_id,
+    Operation.contract_hash,
+    Operation.subject_id,
+    Operation.final,
+    # As stored (the ``json`` type keeps the text it was given): the memo below compares
+    # them, and decodes them only when it derives an operation's keys anew.
+    cast(Operation.input, Text).label("input_text"),
+    cast(Operation.action_result, Text).label("action_result_text"),
+    cast(Operation.learned_keys, Text).label("learned_keys_text"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _OperationDocs:
+    """What the key helpers read of an operation (``_OperationKeys``), decoded."""
+
+    id: str
+    input: Any
+    action_result: Any
+    subject_id: str | None
+    learned_keys: Any
+
+
+_Derived = tuple[frozenset[str], str | None, frozenset[str], dict[str, str] | None]
+_derived_memo: dict[tuple[Any, ...], _Derived] = {}
+"""The keys derived of a candidate operation (providers, idempotency value, subject values,
+fingerprint), by everything they are derived from: the operation's id, its registry
+contract's hash, subject id, final flag and its three JSON documents as stored. An operation
+whose keys did not change since the last batch that named it is not decoded and derived
+again; one whose keys changed has another memo key. Registry contracts only (a custom
+contract is loaded through the session each time)."""
+_DERIVED_MEMO_SIZE = 16_384
+
+
+def _json_of(stored: str | None) -> Any:
+    return None if stored is None else json.loads(stored)
+
+
+def _derive(op: Any, contract: Contract) -> _Derived:
+    """Providers, idempotency value, subject values and (an operation without a subject id,
+    still open) fingerprint of a candidate row."""
+    docs = _OperationDocs(
+        id=op.id,
+        input=_json_of(op.input_text),
+        action_result=_json_of(op.action_result_text),
+        subject_id=op.subject_id,
+        learned_keys=_json_of(op.learned_keys_text),
+    )
+    return (
+        _of_contract(contract, "providers", partial(event_providers, contract)),
+        _idempotency_value(contract, docs),
+        frozenset(_subject_values(docs, contract)),
+        _fingerprint(contract, docs) if op.subject_id is None and not op.final else None,
+    )
 
 
 def _candidates(
@@ -1306,7 +1364,7 @@ def _candidates(
     db = session.connection()  # Core rows: the ORM's row loading cost more than the query
     # All rows at once (``all``): iterating a result fetches one row per call.
     for op in db.execute(
-        select(*_CORRELATION_COLUMNS)
+        select(*_CANDIDATE_COLUMNS)
         .where(
             one_of(session, Operation.workspace_id, sorted({d.workspace_id for d, _ in pending})),
             or_(*conditions),
@@ -1314,23 +1372,24 @@ def _candidates(
         .order_by(Operation.id)
     ).all():
         contract = _registry_contract(op.contract_hash)
-        if contract is None:
+        if contract is None:  # a custom contract (or one no longer registered)
             loaded = session.get(Operation, op.id)
             contract = None if loaded is None else contract_of(session, loaded)
             if contract is None:
                 continue
-        found.append(
-            _Candidate(
-                op=op,
-                contract=contract,
-                providers=_of_contract(contract, "providers", partial(event_providers, contract)),
-                idempotency=_idempotency_value(contract, op),
-                subjects=_subject_values(op, contract),
-                fingerprint=_fingerprint(contract, op)
-                if op.subject_id is None and not op.final
-                else None,
-            )
-        )
+            found.append(_Candidate(op, contract, *_derive(op, contract)))
+            continue
+        key = (
+            op.id, op.contract_hash, op.subject_id, op.final,
+            op.input_text, op.action_result_text, op.learned_keys_text,
+        )  # fmt: skip
+        derived = _derived_memo.get(key)
+        if derived is None:
+            derived = _derive(op, contract)
+            if len(_derived_memo) >= _DERIVED_MEMO_SIZE:
+                _derived_memo.clear()
+            _derived_memo[key] = derived
+        found.append(_Candidate(op, contract, *derived))
     return found
 
 

@@ -421,3 +421,40 @@ def test_the_wakes_of_one_transaction_go_to_redis_in_messages_of_a_few_each(
     assert sent[0]["properties"]["delivery_info"] == single["properties"]["delivery_info"]
     assert sent[0]["headers"]["ignore_result"] is True
     queue.delete(key)
+
+
+def test_an_operation_whose_keys_changed_is_matched_by_its_new_keys(
+    pg_engine: Engine, tenant: Tenant
+) -> None:
+    """The correlator keeps the keys it derived of a candidate operation while the operation's
+    documents are unchanged; a change to any of them is seen by the next batch. Here only the
+    action result changes (the subject id stays empty), and it names the refund."""
+    from sqlalchemy import update
+
+    from shared.db.models import Operation
+
+    op_id = add_operation(pg_engine, tenant, input={"charge": "ch_M1", "amount": 700})
+    t = int(time.time())
+
+    def correlate(event_id: str) -> None:
+        body = stripe_event(
+            event_id,
+            "refund.updated",
+            refund("re_M1", status="pending", charge="ch_M1", amount=700, created=t),
+            created=t,
+        )
+        with Session(pg_engine) as session, session.begin():
+            store_many(session, [delivery(tenant, body)])
+        with Session(pg_engine) as session, session.begin():
+            correlate_backlog(session, now=datetime.now(UTC))
+
+    correlate("evt_m1")  # by the fingerprint alone: weak
+    with Session(pg_engine) as session, session.begin():
+        session.execute(
+            update(Operation).where(Operation.id == op_id).values(action_result={"id": "re_M1"})
+        )
+    correlate("evt_m2")  # the action result names the refund now: strong
+    assert links(pg_engine, op_id) == [
+        ("evt_m1", "fingerprint", "weak"),
+        ("evt_m2", "resource_id", "strong"),
+    ]

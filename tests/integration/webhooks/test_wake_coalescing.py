@@ -103,13 +103,12 @@ def test_waking_a_due_operation_writes_no_index_entry(
     op_id = add_operation(pg_engine, tenant, subject_id="re_K5", action_result={"id": "re_K5"})
     pending_message(pg_engine, op_id, due=NOW + timedelta(seconds=due), sent=None)
     counts = text(
-        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables "
-        "WHERE relname = 'operations'"
+        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = :t"
     )
     with Session(pg_engine) as session, session.begin():
-        updated, hot = session.execute(counts).one()
+        updated, hot = session.execute(counts, {"t": "operations"}).one()
         assert wake_for_events(session, [op_id], now=NOW) == [(op_id, 2)]
-        after = session.execute(counts).one()
+        after = session.execute(counts, {"t": "operations"}).one()
     assert (after[0] - updated, after[1] - hot) == (1, heap_only)
 
 

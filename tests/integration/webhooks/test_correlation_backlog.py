@@ -46,6 +46,12 @@ from .test_group_commit import delivery, one_by_one, scenario, snapshot
 pytestmark = pytest.mark.integration
 
 
+def store(engine: Engine, tenant: Tenant, *bodies: bytes) -> None:
+    """Store signed bodies as the intake does (committed, waiting for a correlator)."""
+    with Session(engine) as session, session.begin():
+        store_many(session, [delivery(tenant, body) for body in bodies])
+
+
 def pending(engine: Engine) -> list[str]:
     with Session(engine) as session:
         return sorted(
@@ -123,8 +129,7 @@ def test_an_event_the_report_linked_first_is_not_linked_or_woken_twice(
     body = stripe_event(
         "evt_r1", "refund.updated", refund("re_R1", status="succeeded", created=t), created=t
     )
-    with Session(pg_engine) as session, session.begin():
-        store_many(session, [delivery(tenant, body)])
+    store(pg_engine, tenant, body)
     # the action report arrives before any correlator: the operation learns re_R1 and finds
     # the stored event by its keys
     with Session(pg_engine) as session, session.begin():
@@ -159,8 +164,7 @@ def test_a_weak_link_becomes_strong_when_the_correlator_matches_strongly(
         refund("re_U1", status="pending", charge="ch_U", amount=9, created=t),
         created=t,
     )
-    with Session(pg_engine) as session, session.begin():
-        store_many(session, [delivery(tenant, body)])
+    store(pg_engine, tenant, body)
     with Session(pg_engine) as session, session.begin():
         from shared.db.models import Operation
 
@@ -191,8 +195,7 @@ def test_two_correlators_never_take_the_same_event(pg_engine: Engine, tenant: Te
         )
         for i in range(6)
     ]
-    with Session(pg_engine) as session, session.begin():
-        store_many(session, [delivery(tenant, b) for b in bodies])
+    store(pg_engine, tenant, *bodies)
     now = datetime.now(UTC)
     others: list[IntakeResult] = []
 
@@ -226,8 +229,7 @@ def test_the_sweeper_correlates_what_a_lost_message_left_pending(
         "evt_l2", "refund.updated", refund("re_L2", status="pending", created=t), created=t
     )
     received = datetime.now(UTC)
-    with Session(pg_engine) as session, session.begin():
-        store_many(session, [delivery(tenant, old)])
+    store(pg_engine, tenant, old)
     later = received + timedelta(seconds=settings.sweeper_grace_seconds + 1)
     with Session(pg_engine) as session, session.begin():
         d = delivery(tenant, young)
@@ -308,8 +310,7 @@ def test_a_correlator_waits_for_an_action_report_in_flight(
     op.action_result = {"id": "re_Z1"}
     report.flush()
     assert correlate_pending_events(report, op, datetime.now(UTC)) == []  # nothing stored yet
-    with Session(pg_engine) as session, session.begin():
-        store_many(session, [delivery(tenant, body)])
+    store(pg_engine, tenant, body)
     done = threading.Event()
 
     def correlator() -> None:
@@ -353,8 +354,7 @@ def test_a_report_links_an_event_a_correlator_has_claimed_without_deadlock(
         created=t,
         idempotency_key=op_id,
     )
-    with Session(pg_engine) as session, session.begin():
-        store_many(session, [delivery(tenant, body)])
+    store(pg_engine, tenant, body)
     report = Session(pg_engine)
     report.begin()
     lock_correlation(report, [tenant.workspace_id], shared=True)
@@ -443,8 +443,7 @@ def test_an_operation_whose_keys_changed_is_matched_by_its_new_keys(
             refund("re_M1", status="pending", charge="ch_M1", amount=700, created=t),
             created=t,
         )
-        with Session(pg_engine) as session, session.begin():
-            store_many(session, [delivery(tenant, body)])
+        store(pg_engine, tenant, body)
         with Session(pg_engine) as session, session.begin():
             correlate_backlog(session, now=datetime.now(UTC))
 

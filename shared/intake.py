@@ -211,14 +211,11 @@ _ABSENT = object()
 
 def _walk(doc: Any, parts: Sequence[str]) -> Any:
     for part in parts:
-        if type(doc) is dict:  # what JSON decodes to: no ABC check on the hot path
+        # ``type(doc) is dict`` first: what JSON decodes to, without the ABC check
+        if type(doc) is dict or isinstance(doc, Mapping):
             doc = doc.get(part, _ABSENT)
             if doc is _ABSENT:
                 return None
-        elif isinstance(doc, Mapping):
-            if part not in doc:
-                return None
-            doc = doc[part]
         elif isinstance(doc, list) and part.isdigit() and int(part) < len(doc):
             doc = doc[int(part)]
         else:

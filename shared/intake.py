@@ -1277,8 +1277,8 @@ _CANDIDATE_COLUMNS = (
     Operation.contract_hash,
     Operation.subject_id,
     Operation.final,
-    # As stored (the ``json`` type keeps the text it was given): the memo below compares
-    # them, and decodes them only when it derives an operation's keys anew.
+    # As stored (the ``json`` type keeps the text it was given): the cache below compares
+    # them, and they are decoded only when an operation's keys are derived anew.
     cast(Operation.input, Text).label("input_text"),
     cast(Operation.action_result, Text).label("action_result_text"),
     cast(Operation.learned_keys, Text).label("learned_keys_text"),
@@ -1297,35 +1297,65 @@ class _OperationDocs:
 
 
 _Derived = tuple[frozenset[str], str | None, frozenset[str], dict[str, str] | None]
-_derived_memo: dict[tuple[Any, ...], _Derived] = {}
-"""The keys derived of a candidate operation (providers, idempotency value, subject values,
-fingerprint), by everything they are derived from: the operation's id, its registry
-contract's hash, subject id, final flag and its three JSON documents as stored. An operation
-whose keys did not change since the last batch that named it is not decoded and derived
-again; one whose keys changed has another memo key. Registry contracts only (a custom
-contract is loaded through the session each time)."""
-_DERIVED_MEMO_SIZE = 16_384
 
 
 def _json_of(stored: str | None) -> Any:
     return None if stored is None else json.loads(stored)
 
 
-def _derive(op: Any, contract: Contract) -> _Derived:
+def _derive(
+    contract: Contract,
+    op_id: str,
+    subject_id: str | None,
+    final: bool,
+    input_text: str | None,
+    action_result_text: str | None,
+    learned_keys_text: str | None,
+) -> _Derived:
     """Providers, idempotency value, subject values and (an operation without a subject id,
-    still open) fingerprint of a candidate row."""
+    still open) fingerprint of a candidate operation, from its documents as stored."""
     docs = _OperationDocs(
-        id=op.id,
-        input=_json_of(op.input_text),
-        action_result=_json_of(op.action_result_text),
-        subject_id=op.subject_id,
-        learned_keys=_json_of(op.learned_keys_text),
+        id=op_id,
+        input=_json_of(input_text),
+        action_result=_json_of(action_result_text),
+        subject_id=subject_id,
+        learned_keys=_json_of(learned_keys_text),
     )
     return (
         _of_contract(contract, "providers", partial(event_providers, contract)),
         _idempotency_value(contract, docs),
         frozenset(_subject_values(docs, contract)),
-        _fingerprint(contract, docs) if op.subject_id is None and not op.final else None,
+        _fingerprint(contract, docs) if subject_id is None and not final else None,
+    )
+
+
+def _derived_from(op: Any) -> tuple[str, str | None, bool, str | None, str | None, str | None]:
+    """What a candidate row's keys are derived from (:func:`_derive`'s arguments after the
+    contract)."""
+    return (
+        op.id, op.subject_id, op.final,
+        op.input_text, op.action_result_text, op.learned_keys_text,
+    )  # fmt: skip
+
+
+@lru_cache(maxsize=16_384)
+def _derived_with_registry_contract(
+    contract_hash: str,
+    op_id: str,
+    subject_id: str | None,
+    final: bool,
+    input_text: str | None,
+    action_result_text: str | None,
+    learned_keys_text: str | None,
+) -> _Derived:
+    """:func:`_derive` for an operation bound to a registry contract, kept by everything the
+    keys are derived from: an operation whose keys did not change since the last batch that
+    named it is not decoded and derived again, one whose keys changed has other arguments.
+    (A custom contract is loaded through the session each time, and not kept here.)"""
+    contract = _registry_contract(contract_hash)
+    assert contract is not None  # the caller found it by this hash
+    return _derive(
+        contract, op_id, subject_id, final, input_text, action_result_text, learned_keys_text
     )
 
 
@@ -1374,18 +1404,9 @@ def _candidates(
             contract = None if loaded is None else contract_of(session, loaded)
             if contract is None:
                 continue
-            found.append(_Candidate(op, contract, *_derive(op, contract)))
-            continue
-        key = (
-            op.id, op.contract_hash, op.subject_id, op.final,
-            op.input_text, op.action_result_text, op.learned_keys_text,
-        )  # fmt: skip
-        derived = _derived_memo.get(key)
-        if derived is None:
-            derived = _derive(op, contract)
-            if len(_derived_memo) >= _DERIVED_MEMO_SIZE:
-                _derived_memo.clear()
-            _derived_memo[key] = derived
+            derived = _derive(contract, *_derived_from(op))
+        else:
+            derived = _derived_with_registry_contract(op.contract_hash, *_derived_from(op))
         found.append(_Candidate(op, contract, *derived))
     return found
 

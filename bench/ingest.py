@@ -44,6 +44,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import secrets
 import shutil
 import socket
@@ -323,6 +324,7 @@ class IntakeRun:
     after: tuple[int, int, int, int]
     answered_s: float
     drain_s: float
+    cpu: dict[str, float]  # CPU seconds from the start of the run until caught up
 
     @property
     def new_events(self) -> int:
@@ -384,6 +386,65 @@ class StandInObservers(threading.Thread):
     def stop(self) -> None:
         self.done.set()
         self.join()
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # gone meanwhile
+        return None
+    return text[text.rindex(")") + 2 :].split()  # after the command name, from the state on
+
+
+def _tree_cpu(root: int, stats: dict[int, list[str]]) -> float:
+    """CPU seconds of a process and its descendants, those that exited and were waited for
+    included (the parent's children counters)."""
+    children: dict[int, list[int]] = {}
+    for pid, fields in stats.items():
+        children.setdefault(int(fields[1]), []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:  # utime, stime, cutime, cstime
+            total += sum(int(f) for f in stats[pid][11:15]) / _TICK
+        todo.extend(children.get(pid, ()))
+    return total
+
+
+def cpu_snapshot(processes: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far of each named process tree, of PostgreSQL (all its processes: the
+    postmaster counts the backends that exited), of the load tool (this process's waited-for
+    children: ``wrk``) and of this process (stand-in observers, polls)."""
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
+            stats[int(entry.name)] = fields
+    snapshot = {name: _tree_cpu(pid, stats) for name, pid in processes.items()}
+    postmasters = [
+        pid
+        for pid, fields in stats.items()
+        if _comm(pid) == "postgres" and _comm(int(fields[1])) != "postgres"
+    ]
+    snapshot["PostgreSQL"] = sum(_tree_cpu(pid, stats) for pid in postmasters)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    snapshot["wrk"] = children.ru_utime + children.ru_stime
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    snapshot["bench"] = own.ru_utime + own.ru_stime
+    return snapshot
+
+
+def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {name: after[name] - before[name] for name in after}
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def vacuum(url: str) -> None:
@@ -506,6 +567,11 @@ def main() -> None:
                 cwd=ROOT, env=env,
             )
         )  # fmt: skip
+        tracked = {  # whose CPU each run counts (besides PostgreSQL, wrk and this process)
+            "intake": processes[0].pid,
+            "bare": processes[1].pid,
+            "correlator": processes[2].pid,
+        }
         path = f"/v1/events/stripe/{workspace_id}"
         ingest_url = f"http://127.0.0.1:{ingest_port}{path}"
         bare_url = f"http://127.0.0.1:{bare_port}{path}"
@@ -529,23 +595,28 @@ def main() -> None:
         # batches needs more requests in flight to reach its maximum than one that does not).
         bodies = work / "bare.txt"
         signed_bodies(bodies, "bare", 20_000, subjects)  # the bare endpoint stores nothing
-        bare_runs = [
-            run_wrk(
-                bare_url,
-                script,
-                bodies,
-                threads=args.threads,
-                connections=c,
-                duration=args.duration,
+        bare_runs: list[WrkResult] = []
+        bare_cpu: list[dict[str, float]] = []
+        for c in args.connections:
+            cpu_before = cpu_snapshot(tracked)
+            bare_runs.append(
+                run_wrk(
+                    bare_url,
+                    script,
+                    bodies,
+                    threads=args.threads,
+                    connections=c,
+                    duration=args.duration,
+                )
             )
-            for c in args.connections
-        ]
+            bare_cpu.append(_delta(cpu_before, cpu_snapshot(tracked)))
         intake_runs: list[IntakeRun] = []
         for n, c in enumerate(args.connections):
             bodies = work / f"ingest-{n}.txt"  # a file per run: wrk loads only that run's
             signed_bodies(bodies, f"ingest{n}", per_run, subjects)
             vacuum(scratch.url)
             before = count_rows(scratch.url)
+            cpu_before = cpu_snapshot(tracked)
             started = time.monotonic()
             result = run_wrk(
                 ingest_url, script, bodies, threads=args.threads, connections=c,
@@ -553,8 +624,9 @@ def main() -> None:
             )  # fmt: skip
             answered = time.monotonic() - started
             drain = wait_correlated(scratch.url)
+            cpu = _delta(cpu_before, cpu_snapshot(tracked))
             after = count_rows(scratch.url)
-            intake_runs.append(IntakeRun(c, result, before, after, answered, drain))
+            intake_runs.append(IntakeRun(c, result, before, after, answered, drain, cpu))
         bare = max(bare_runs, key=lambda r: r.rps)
         best = max(intake_runs, key=lambda r: r.wrk.rps)
 
@@ -635,6 +707,28 @@ def main() -> None:
                     if run.wrk.requests > per_run
                     else ""
                 )
+            )
+        print()
+        print(
+            "CPU per request (bare) or per new event (intake: until the correlator caught up), "
+            "µs, by process:"
+        )
+        print()
+        columns = ["intake", "correlator", "PostgreSQL", "bare", "wrk", "bench"]
+        print(f"| run | {' | '.join(columns)} | all | busy CPUs |")
+        print(f"|---|{'---|' * (len(columns) + 2)}")
+        rows = [
+            (f"bare -c{c}", cpu, r.requests, args.duration)
+            for c, cpu, r in zip(args.connections, bare_cpu, bare_runs, strict=True)
+        ] + [
+            (f"intake -c{run.connections}", run.cpu, run.new_events, run.answered_s + run.drain_s)
+            for run in intake_runs
+        ]
+        for name, cpu, count, seconds in rows:
+            cells = " | ".join(f"{cpu[k] * 1e6 / max(1, count):.0f}" for k in columns)
+            total = sum(cpu.values())
+            print(
+                f"| {name} | {cells} | {total * 1e6 / max(1, count):.0f} | {total / seconds:.2f} |"
             )
         print()
         print(

@@ -411,7 +411,6 @@ _PG_STORE = text(
         INSERT INTO event_keys (event_pk, workspace_id, provider, name, value)
         SELECT inserted.id, :workspace_id, :provider, k.name, k.value
         FROM inserted, unnest(CAST(:names AS TEXT[]), CAST(:values AS TEXT[])) AS k(name, value)
-        ON CONFLICT DO NOTHING
     ), queued AS (
         INSERT INTO event_backlog (event_pk, received_at)
         SELECT inserted.id, :received_at FROM inserted
@@ -484,7 +483,7 @@ def store_event(
             session.execute(insert(EventBacklog).values(event_pk=event_pk, received_at=now))
         if event_pk is not None and keys:
             session.execute(
-                _insert(session, EventKey).on_conflict_do_nothing(),
+                insert(EventKey),
                 [
                     {
                         "event_pk": event_pk,
@@ -642,7 +641,7 @@ _PG_LINK = text(
                                   created_at)
     VALUES (:operation_id, :event_pk, :workspace_id, :strategy, :assurance, :created_at)
     ON CONFLICT (operation_id, event_pk) DO NOTHING
-    RETURNING id
+    RETURNING event_pk
     """
 )
 
@@ -673,7 +672,7 @@ def _link(
             _insert(session, OperationEvent)
             .values(**params)
             .on_conflict_do_nothing(index_elements=["operation_id", "event_pk"])
-            .returning(OperationEvent.id)
+            .returning(OperationEvent.event_pk)
         ).scalar_one_or_none()
     if created is not None:
         return True
@@ -1066,7 +1065,6 @@ _PG_STORE_MANY = """
                     CAST(%(k_value)b AS TEXT[]))
              AS k(ws, prov, eid, name, value)
           ON k.ws = i.workspace_id AND k.prov = i.provider AND k.eid = i.event_id
-        ON CONFLICT DO NOTHING
     )
     SELECT id, workspace_id, provider, event_id FROM inserted
     """
@@ -1074,9 +1072,10 @@ _PG_STORE_MANY = """
 keys and their places in the correlation backlog. Driver-level SQL with binary parameters
 (``%(name)b``): psycopg sends the arrays as they are, where the text format would escape every
 body and raw byte string. A new event starts with the repeats of its key in the batch as its
-counter. Nothing in it joins the events table: the
-plan psycopg prepares after a few batches is kept while the table grows, and the conflict check
-goes through the unique index whatever the statistics say."""
+counter. Its keys are written only with an event row that is new, one per name (they are a
+mapping): no conflict to check there. Nothing in it joins the events table: the plan psycopg
+prepares after a few batches is kept while the table grows, and the conflict check goes through
+the unique index whatever the statistics say."""
 _PG_DUPLICATE = """
     UPDATE events SET duplicates = duplicates + %(n)s
     WHERE workspace_id = %(ws)s AND provider = %(prov)s AND event_id = %(eid)s

@@ -271,36 +271,32 @@ class EventBacklog(Base):
 
 
 class EventKey(Base):
-    """The correlation keys an event carries (object id, charge, idempotency key …)."""
+    """The correlation keys an event carries (object id, charge, idempotency key …): one value
+    per name and event, keyed by both (migration 0007)."""
 
     __tablename__ = "event_keys"
-    __table_args__ = (
-        Index("ix_event_keys_lookup", "workspace_id", "provider", "name", "value"),
-        UniqueConstraint("event_pk", "name", "value"),
-    )
+    __table_args__ = (Index("ix_event_keys_lookup", "workspace_id", "provider", "name", "value"),)
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    # An event's keys are found through the unique constraint (its leading column). No foreign
-    # key: written by the statement that inserts the event (migration 0005).
-    event_pk: Mapped[int] = mapped_column(BigId)
+    # An event's keys are found through the primary key (its leading column). No foreign key:
+    # written by the statement that inserts the event (migration 0005).
+    event_pk: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
     workspace_id: Mapped[str] = mapped_column(String(40))
     provider: Mapped[str] = mapped_column(String(64))
-    name: Mapped[str] = mapped_column(String(64))
     value: Mapped[str] = mapped_column(String(255))
 
 
 class OperationEvent(Base):
-    """A correlation found between an operation and an event, with its strategy."""
+    """A correlation found between an operation and an event, with its strategy: one per pair,
+    keyed by it (migration 0007)."""
 
     __tablename__ = "operation_events"
-    __table_args__ = (UniqueConstraint("operation_id", "event_pk"),)
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    # An operation's links are found through the unique constraint (its leading column). No
-    # foreign keys: the correlation links ids it read in the same transaction, from tables
-    # nothing deletes from (migration 0005).
-    operation_id: Mapped[str] = mapped_column(String(40))
-    event_pk: Mapped[int] = mapped_column(BigId, index=True)
+    # An operation's links are found through the primary key (its leading column). No foreign
+    # keys: the correlation links ids it read in the same transaction, from tables nothing
+    # deletes from (migration 0005).
+    operation_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    event_pk: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False, index=True)
     workspace_id: Mapped[str] = mapped_column(String(40))
     strategy: Mapped[str] = mapped_column(String(32))
     assurance: Mapped[str] = mapped_column(String(16))  # strong | weak

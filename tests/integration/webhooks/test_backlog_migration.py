@@ -1,5 +1,6 @@
 """Migrations that fill what they add: 0004 moves the correlation backlog out of the events
-table and back; 0006 counts every fence scheduled before it as claimed by an observer."""
+table and back; 0006 counts every fence scheduled before it as claimed by an observer; 0007 keys
+event keys and links by what they are of, and numbers them again on the way back."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from alembic import command
 from sqlalchemy import Connection, inspect, text
+from sqlalchemy.exc import IntegrityError
 
 from shared.db.migrate import alembic_config, upgrade
 from shared.db.session import make_engine
@@ -90,3 +92,62 @@ def test_fences_scheduled_before_the_reading_claim_count_as_claimed(empty_url: s
         assert "reading_fence" not in {c["name"] for c in inspect(engine).get_columns("operations")}
     finally:
         engine.dispose()
+
+
+def _primary_key(url: str, table: str) -> list[str]:
+    engine = make_engine(url)
+    try:
+        return list(inspect(engine).get_pk_constraint(table)["constrained_columns"])
+    finally:
+        engine.dispose()
+
+
+def test_event_keys_and_links_are_keyed_by_what_they_are_of_after_0007(empty_url: str) -> None:
+    keys = [(1, "charge", "ch_1"), (1, "object_id", "re_1"), (2, "object_id", "re_2")]
+    links = [("op_a", 1, "resource_id", "strong"), ("op_a", 2, "fingerprint", "weak")]
+    with written_at(empty_url, "0006") as conn:
+        for pk, name, value in keys:
+            conn.execute(
+                text(
+                    "INSERT INTO event_keys (event_pk, workspace_id, provider, name, value) "
+                    "VALUES (:pk, 'ws_a', 'stripe', :name, :value)"
+                ),
+                {"pk": pk, "name": name, "value": value},
+            )
+        for op_id, pk, strategy, assurance in links:
+            conn.execute(
+                text(
+                    "INSERT INTO operation_events (operation_id, event_pk, workspace_id, "
+                    "strategy, assurance, created_at) VALUES (:op, :pk, 'ws_a', :s, :a, :t)"
+                ),
+                {"op": op_id, "pk": pk, "s": strategy, "a": assurance, "t": T0},
+            )
+    upgrade(empty_url)
+    assert _primary_key(empty_url, "event_keys") == ["event_pk", "name"]
+    assert _primary_key(empty_url, "operation_events") == ["operation_id", "event_pk"]
+    key_sql = "SELECT event_pk, name, value FROM event_keys ORDER BY event_pk, name"
+    link_sql = (
+        "SELECT operation_id, event_pk, strategy, assurance FROM operation_events "
+        "ORDER BY operation_id, event_pk"
+    )
+    assert _rows(empty_url, key_sql) == keys
+    assert _rows(empty_url, link_sql) == links
+    engine = make_engine(empty_url)
+    try:
+        with pytest.raises(IntegrityError), engine.begin() as conn:  # one value per name
+            conn.execute(
+                text(
+                    "INSERT INTO event_keys (event_pk, workspace_id, provider, name, value) "
+                    "VALUES (1, 'ws_a', 'stripe', 'charge', 'ch_2')"
+                )
+            )
+    finally:
+        engine.dispose()
+    command.downgrade(alembic_config(empty_url), "0006")
+    assert _primary_key(empty_url, "event_keys") == ["id"]
+    assert _primary_key(empty_url, "operation_events") == ["id"]
+    assert _rows(empty_url, key_sql) == keys
+    assert _rows(empty_url, link_sql) == links
+    numbered = "SELECT count(DISTINCT id), count(id) FROM "  # each row has an id of its own
+    assert _rows(empty_url, numbered + "event_keys") == [(3, 3)]
+    assert _rows(empty_url, numbered + "operation_events") == [(2, 2)]

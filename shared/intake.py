@@ -50,10 +50,11 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache, partial
+from functools import cache, lru_cache, partial
 from typing import Any, Final, Protocol
 
-from sqlalchemy import Connection, Text, and_, cast, delete, insert, or_, select, text, update
+from psycopg.rows import namedtuple_row
+from sqlalchemy import Connection, and_, delete, insert, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, load_only
 
@@ -337,10 +338,15 @@ def parse_event(
     )
 
 
-def _registry() -> Any:
-    from shared.registry import get_registry
+@cache
+def _registry_module() -> Any:
+    from shared import registry  # imported late: the registry imports this module's callers
 
-    return get_registry()
+    return registry
+
+
+def _registry() -> Any:
+    return _registry_module().get_registry()
 
 
 def event_shape_for(provider: str, scheme: str) -> EventShape:
@@ -1083,27 +1089,23 @@ _PG_DUPLICATE = """
 """A repeat's counter: one row by its unique key, sent for each repeat of a batch at once
 (``executemany`` pipelines them). The row was committed before (or by a concurrent transaction
 the insert waited for), so this statement's snapshot sees it."""
-_PG_LINKS_MANY = text(
-    """
+_PG_LINKS_MANY = """
     INSERT INTO operation_events (operation_id, event_pk, workspace_id, strategy, assurance,
                                   created_at)
-    SELECT * FROM unnest(CAST(:op AS TEXT[]), CAST(:pk AS BIGINT[]), CAST(:ws AS TEXT[]),
-                         CAST(:strategy AS TEXT[]), CAST(:assurance AS TEXT[]),
-                         CAST(:at AS TIMESTAMPTZ[]))
+    SELECT * FROM unnest(CAST(%(op)s AS TEXT[]), CAST(%(pk)s AS BIGINT[]), CAST(%(ws)s AS TEXT[]),
+                         CAST(%(strategy)s AS TEXT[]), CAST(%(assurance)s AS TEXT[]),
+                         CAST(%(at)s AS TIMESTAMPTZ[]))
     ON CONFLICT (operation_id, event_pk) DO NOTHING
     RETURNING operation_id, event_pk
     """
-)
-_PG_UPGRADE_MANY = text(
-    """
+_PG_UPGRADE_MANY = """
     UPDATE operation_events SET strategy = u.strategy, assurance = 'strong'
-    FROM unnest(CAST(:op AS TEXT[]), CAST(:pk AS BIGINT[]), CAST(:strategy AS TEXT[]))
+    FROM unnest(CAST(%(op)s AS TEXT[]), CAST(%(pk)s AS BIGINT[]), CAST(%(strategy)s AS TEXT[]))
          AS u(op, pk, strategy)
     WHERE operation_events.operation_id = u.op AND operation_events.event_pk = u.pk
       AND operation_events.assurance = 'weak'
     RETURNING operation_events.operation_id, operation_events.event_pk
     """
-)
 
 
 def _mark_correlated(session: Session, event_pks: Sequence[int]) -> None:
@@ -1259,8 +1261,8 @@ def _dialect(db: Session | Connection) -> str:
 
 @dataclass(slots=True)
 class _Candidate:
-    """An operation that may correlate (a row of ``_CANDIDATE_COLUMNS``), with what matching
-    reads of it computed once."""
+    """An operation that may correlate (a row of ``_PG_CANDIDATES``), with what matching reads
+    of it computed once."""
 
     op: Any
     contract: Contract
@@ -1270,18 +1272,17 @@ class _Candidate:
     fingerprint: dict[str, str] | None
 
 
-_CANDIDATE_COLUMNS = (
-    Operation.id,
-    Operation.workspace_id,
-    Operation.contract_hash,
-    Operation.subject_id,
-    Operation.final,
-    # As stored (the ``json`` type keeps the text it was given): the cache below compares
-    # them, and they are decoded only when an operation's keys are derived anew.
-    cast(Operation.input, Text).label("input_text"),
-    cast(Operation.action_result, Text).label("action_result_text"),
-    cast(Operation.learned_keys, Text).label("learned_keys_text"),
-)
+_PG_CANDIDATES = """
+    SELECT id, workspace_id, contract_hash, subject_id, final,
+           CAST(input AS TEXT) AS input_text, CAST(action_result AS TEXT) AS action_result_text,
+           CAST(learned_keys AS TEXT) AS learned_keys_text
+    FROM operations
+    WHERE workspace_id = ANY(CAST(%(workspaces)s AS TEXT[])) AND ({matches})
+    ORDER BY id
+    """
+"""The candidate operations of a batch (``_candidates`` fills in the matches). The documents as
+stored (the ``json`` type keeps the text it was given): the derivation's cache compares them,
+and they are decoded only when an operation's keys are derived anew."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1361,42 +1362,41 @@ def _derived_with_registry_contract(
 def _candidates(
     session: Session, pending: Sequence[tuple[Delivery, IntakeResult]]
 ) -> list[_Candidate]:
-    """One query for the operations any of the pending events may correlate with (plain rows:
-    building tracked objects cost more than the query)."""
-    conditions: list[Any] = []
+    """PostgreSQL: one query for the operations any of the pending events may correlate with,
+    on the driver (plain rows: building tracked objects, or compiling the statement, cost more
+    than the query)."""
+    params: dict[str, Any] = {"workspaces": sorted({d.workspace_id for d, _ in pending})}
+    matches: list[str] = []
     objects = sorted({d.event.object_id for d, _ in pending if d.event.object_id})
-    idems = sorted({d.event.idempotency_key for d, _ in pending if d.event.idempotency_key})
     if objects:
-        conditions.append(one_of(session, Operation.subject_id, objects))
+        matches.append("subject_id = ANY(CAST(%(objects)s AS TEXT[]))")
+        params["objects"] = objects
+    idems = sorted({d.event.idempotency_key for d, _ in pending if d.event.idempotency_key})
     if idems:
-        conditions.append(one_of(session, Operation.id, idems))
+        matches.append("id = ANY(CAST(%(idems)s AS TEXT[]))")
+        params["idems"] = idems
     probes: dict[str, set[str]] = {}
     for d, _ in pending:
         names = fingerprint_key_names(d.provider)
         if names and names <= set(d.event.keys):
             probe = min(names, key=lambda n: (d.event.keys[n].lstrip("-").isdigit(), n))
             probes.setdefault(probe, set()).add(d.event.keys[probe])
-    for probe, probe_values in sorted(probes.items()):
-        conditions.append(
-            and_(
-                Operation.final.is_(False),
-                Operation.subject_id.is_(None),
-                one_of(session, Operation.input[probe].as_string(), sorted(probe_values)),
-            )
+    for n, (probe, probe_values) in enumerate(sorted(probes.items())):
+        matches.append(
+            f"(final IS FALSE AND subject_id IS NULL "
+            f"AND input ->> %(probe_{n})s = ANY(CAST(%(probe_values_{n})s AS TEXT[])))"
         )
-    if not conditions:
+        params[f"probe_{n}"] = probe
+        params[f"probe_values_{n}"] = sorted(probe_values)
+    if not matches:
         return []
+    with _driver_cursor(session) as cursor:
+        cursor.row_factory = namedtuple_row
+        # All rows at once: iterating a result fetches one row per call.
+        rows = cursor.execute(_PG_CANDIDATES.format(matches=" OR ".join(matches)), params)
+        rows = rows.fetchall()
     found: list[_Candidate] = []
-    db = session.connection()  # Core rows: the ORM's row loading cost more than the query
-    # All rows at once (``all``): iterating a result fetches one row per call.
-    for op in db.execute(
-        select(*_CANDIDATE_COLUMNS)
-        .where(
-            one_of(session, Operation.workspace_id, sorted({d.workspace_id for d, _ in pending})),
-            or_(*conditions),
-        )
-        .order_by(Operation.id)
-    ).all():
+    for op in rows:
         contract = _registry_contract(op.contract_hash)
         if contract is None:  # a custom contract (or one no longer registered)
             loaded = session.get(Operation, op.id)
@@ -1451,7 +1451,6 @@ def _link_batch(
     """PostgreSQL: link the pending events with one candidate query and one link insert;
     return the events that may teach an operation its subject id (left to go one by one)."""
     candidates = _candidates(session, pending)
-    db = session.connection()  # plain statements, plain rows
     # Indexes of the candidates by what an event can match them on (no event scans them all).
     by_idempotency: dict[tuple[str, str], list[_Candidate]] = {}
     by_subject: dict[tuple[str, str], list[_Candidate]] = {}
@@ -1517,7 +1516,8 @@ def _link_batch(
             "assurance": [assurance for _, _, _, assurance, _ in links],
             "at": [now for _ in links],
         }
-        written = {(str(o), int(p)) for o, p in db.execute(_PG_LINKS_MANY, params).all()}
+        with _driver_cursor(session) as cursor:  # plain statements, plain rows
+            written = set(cursor.execute(_PG_LINKS_MANY, params).fetchall())
         # An event linked before (from the operation's side): a strong match upgrades a weak
         # link; anything else was there already and wakes nothing.
         again = [
@@ -1526,17 +1526,13 @@ def _link_batch(
             if assurance == STRONG and (op.id, pk) not in written
         ]
         if again:
-            written |= {
-                (str(o), int(p))
-                for o, p in db.execute(
-                    _PG_UPGRADE_MANY,
-                    {
-                        "op": [op.id for op, _, _ in again],
-                        "pk": [pk for _, pk, _ in again],
-                        "strategy": [strategy for _, _, strategy in again],
-                    },
-                ).all()
+            upgrade = {
+                "op": [op.id for op, _, _ in again],
+                "pk": [pk for _, pk, _ in again],
+                "strategy": [strategy for _, _, strategy in again],
             }
+            with _driver_cursor(session) as cursor:
+                written |= set(cursor.execute(_PG_UPGRADE_MANY, upgrade).fetchall())
         for op, pk, strategy, assurance, r in links:
             if (op.id, pk) not in written:
                 continue
@@ -1549,6 +1545,96 @@ def _link_batch(
                 for hook in list(_late_hooks):
                     hook(session, tracked, row, now)
     return slow
+
+
+_PG_CLAIM = """
+    WITH claimed AS (
+        SELECT event_pk FROM event_backlog {where}
+        ORDER BY event_pk LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+    )
+    SELECT e.id, e.workspace_id, e.provider, e.event_id, e.type, e.provider_timestamp,
+           e.api_version, e.object_id, e.idempotency_key, e.received_at, k.names, k.vals
+    FROM claimed
+    JOIN events e ON e.id = claimed.event_pk
+    LEFT JOIN LATERAL (
+        SELECT array_agg(name) AS names, array_agg(value) AS vals
+        FROM event_keys WHERE event_keys.event_pk = e.id
+    ) k ON TRUE
+    ORDER BY e.id
+    """
+"""The backlog's oldest events no other correlator holds, locked, with what correlation reads of
+them and their keys: one round trip, plain tuples. Neither the body (a JSON document to decode)
+nor the raw bytes are read."""
+_PG_CLAIM_ALL = _PG_CLAIM.format(where="")
+_PG_CLAIM_BEFORE = _PG_CLAIM.format(where="WHERE received_at < %(before)s")
+
+_Claimed = tuple[
+    int, str, str, str, str, datetime, str | None, str | None, str | None, datetime,
+    dict[str, str],
+]  # fmt: skip
+
+
+def _claim_pg(session: Session, limit: int, received_before: datetime | None) -> list[_Claimed]:
+    params: dict[str, Any] = {"limit": limit, "before": received_before}
+    statement = _PG_CLAIM_ALL if received_before is None else _PG_CLAIM_BEFORE
+    with _driver_cursor(session) as cursor:
+        rows = cursor.execute(statement, params).fetchall()
+    return [
+        (
+            int(pk),
+            ws,
+            prov,
+            eid,
+            typ,
+            ts.astimezone(UTC),
+            api,
+            obj,
+            idem,
+            received.astimezone(UTC),
+            dict(zip(names, vals, strict=True)) if names else {},
+        )
+        for pk, ws, prov, eid, typ, ts, api, obj, idem, received, names, vals in rows
+    ]
+
+
+def _claim(session: Session, limit: int, received_before: datetime | None) -> list[_Claimed]:
+    """:func:`_claim_pg` through the ORM's tables, for the other databases (SQLite serialises
+    writers: the claimed rows are this transaction's until it ends)."""
+    db = session.connection()  # plain rows (no ORM loading)
+    claim = select(EventBacklog.event_pk)
+    if received_before is not None:
+        claim = claim.where(EventBacklog.received_at < received_before)
+    claimed = [int(pk) for pk in db.scalars(claim.order_by(EventBacklog.event_pk).limit(limit))]
+    if not claimed:
+        return []
+    keys: dict[int, dict[str, str]] = {}
+    for pk, name, value in db.execute(
+        select(EventKey.event_pk, EventKey.name, EventKey.value).where(
+            one_of(session, EventKey.event_pk, claimed)
+        )
+    ).all():
+        keys.setdefault(int(pk), {})[name] = value
+    query = select(
+        Event.id,
+        Event.workspace_id,
+        Event.provider,
+        Event.event_id,
+        Event.type,
+        Event.provider_timestamp,
+        Event.api_version,
+        Event.object_id,
+        Event.idempotency_key,
+        Event.received_at,
+    ).where(one_of(session, Event.id, claimed))
+    return [(*row, keys.get(row.id, {})) for row in db.execute(query.order_by(Event.id)).all()]
+
+
+def _driver_cursor(session: Session) -> Any:
+    """A cursor of the psycopg connection under the session's current transaction (statements
+    the session's ORM need not see: plain tuples, no statement compilation)."""
+    driver = session.connection().connection.driver_connection
+    assert driver is not None  # a connection checked out for the transaction
+    return driver.cursor()
 
 
 def correlate_backlog(
@@ -1568,62 +1654,37 @@ def correlate_backlog(
     for). The caller commits, then dispatches the wakes.
     """
     keyed_lookups(session)  # plans that hold without statistics (``shared.db.sql``)
-    db = session.connection()  # plain rows (no ORM loading) for what follows
-    claim = select(EventBacklog.event_pk)
-    if received_before is not None:
-        claim = claim.where(EventBacklog.received_at < received_before)
-    claim = claim.order_by(EventBacklog.event_pk).limit(limit)
     if session.get_bind().dialect.name == "postgresql":
-        claim = claim.with_for_update(skip_locked=True)
-    claimed = [int(pk) for pk in db.execute(claim).scalars().all()]
-    if not claimed:
+        rows = _claim_pg(session, limit, received_before)
+    else:
+        rows = _claim(session, limit, received_before)
+    if not rows:
         return []
-    # Only what correlation reads: neither the body (a JSON document to decode) nor the raw
-    # bytes are loaded, and rows are plain tuples rather than tracked objects.
-    query = select(
-        Event.id,
-        Event.workspace_id,
-        Event.provider,
-        Event.event_id,
-        Event.type,
-        Event.provider_timestamp,
-        Event.api_version,
-        Event.object_id,
-        Event.idempotency_key,
-        Event.received_at,
-    ).where(one_of(session, Event.id, claimed))
-    rows = db.execute(query.order_by(Event.id)).all()
     # No action report of these workspaces is between its key scan and its commit from here on
-    # (and the statements below see the reports that committed while this waited).
-    lock_correlation(session, {row.workspace_id for row in rows}, shared=False)
-    keys: dict[int, dict[str, str]] = {}
-    for pk, name, value in db.execute(
-        select(EventKey.event_pk, EventKey.name, EventKey.value).where(
-            one_of(session, EventKey.event_pk, [row.id for row in rows])
-        )
-    ).all():
-        keys.setdefault(int(pk), {})[name] = value
+    # (and the statements below see the reports that committed while this waited). What was
+    # read above cannot change: an event and its keys are written once, by one statement.
+    lock_correlation(session, {row[1] for row in rows}, shared=False)
     pending = [
         (
             Delivery(
-                row.workspace_id,
-                row.provider,
+                ws,
+                prov,
                 ParsedEvent(
-                    event_id=row.event_id,
-                    type=row.type,
-                    provider_timestamp=row.provider_timestamp,
+                    event_id=eid,
+                    type=typ,
+                    provider_timestamp=ts,
                     body={},  # not read by correlation (see above)
-                    api_version=row.api_version,
-                    object_id=row.object_id,
-                    idempotency_key=row.idempotency_key,
-                    keys=keys.get(row.id, {}),
+                    api_version=api,
+                    object_id=obj,
+                    idempotency_key=idem,
+                    keys=keys,
                 ),
                 b"",
-                row.received_at,
+                received,
             ),
-            IntakeResult(event_pk=row.id, duplicate=False),
+            IntakeResult(event_pk=pk, duplicate=False),
         )
-        for row in rows
+        for pk, ws, prov, eid, typ, ts, api, obj, idem, received, keys in rows
     ]
     correlate_stored(session, pending, now=now)
     return [r for _, r in pending]

@@ -1,4 +1,5 @@
-"""``shared.db.sql``: key lists as one array parameter, and plans that hold without statistics.
+"""``shared.db.sql``: key lists as one array parameter (sent in binary), and plans that hold
+without statistics.
 
 A table that was never analyzed gives the planner only its size: a list of keys may then look
 like a large share of it, and a sequential scan cheaper than the index. Within
@@ -10,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from psycopg.adapt import PyFormat, Transformer
+from psycopg.types.array import ListBinaryDumper
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
@@ -56,6 +59,19 @@ def test_a_key_list_is_one_array_parameter(unanalyzed: Engine) -> None:
             select(EventKey.value).where(one_of(session, EventKey.event_pk, [7, 8]))
         ).scalars()
         assert sorted(found) == ["v21", "v22", "v23", "v24", "v25", "v26"]
+
+
+def test_a_key_list_goes_to_the_server_as_a_binary_array(unanalyzed: Engine) -> None:
+    with unanalyzed.connect() as conn:
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        transformer = Transformer(driver)
+        for listed in (["a", "b"], [1, 2]):  # (an empty list goes as text, of no type)
+            assert isinstance(transformer.get_dumper(listed, PyFormat.AUTO), ListBinaryDumper)
+    with Session(unanalyzed) as session:  # typed by the column whatever the list holds
+        for pks, found in (([7, 8], 6), ([], 0), ([None], 0), ([2**40, 7], 3)):
+            query = select(EventKey.value).where(one_of(session, EventKey.event_pk, pks))
+            assert len(session.execute(query).all()) == found
 
 
 def test_within_keyed_lookups_the_index_serves(unanalyzed: Engine) -> None:

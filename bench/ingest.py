@@ -325,6 +325,7 @@ class IntakeRun:
     answered_s: float
     drain_s: float
     cpu: dict[str, float]  # CPU seconds from the start of the run until caught up
+    wal: tuple[int, int, int] | None  # WAL bytes, full-page images, checkpoints begun
 
     @property
     def new_events(self) -> int:
@@ -351,6 +352,23 @@ def count_rows(url: str) -> tuple[int, int, int, int]:
         ).one()
     engine.dispose()
     return int(events), int(links), int(wakes), int(waiting)
+
+
+def wal_snapshot(url: str) -> tuple[int, int, int] | None:
+    """WAL bytes and full-page images written so far, and checkpoints begun (the server's
+    counters: PostgreSQL 14 to 16); None where the server has no such views."""
+    import psycopg
+
+    try:
+        with psycopg.connect(libpq_dsn(url), autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT wal_bytes::bigint, wal_fpi, "
+                "(SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter) "
+                "FROM pg_stat_wal"
+            ).fetchone()
+    except psycopg.Error:
+        return None
+    return None if row is None else (int(row[0]), int(row[1]), int(row[2]))
 
 
 def libpq_dsn(url: str) -> str:
@@ -616,7 +634,7 @@ def main() -> None:
             signed_bodies(bodies, f"ingest{n}", per_run, subjects)
             vacuum(scratch.url)
             before = count_rows(scratch.url)
-            cpu_before = cpu_snapshot(tracked)
+            cpu_before, wal_before = cpu_snapshot(tracked), wal_snapshot(scratch.url)
             started = time.monotonic()
             result = run_wrk(
                 ingest_url, script, bodies, threads=args.threads, connections=c,
@@ -624,9 +642,18 @@ def main() -> None:
             )  # fmt: skip
             answered = time.monotonic() - started
             drain = wait_correlated(scratch.url)
-            cpu = _delta(cpu_before, cpu_snapshot(tracked))
+            cpu, wal_after = _delta(cpu_before, cpu_snapshot(tracked)), wal_snapshot(scratch.url)
+            wal = (
+                None
+                if wal_before is None or wal_after is None
+                else (
+                    wal_after[0] - wal_before[0],
+                    wal_after[1] - wal_before[1],
+                    wal_after[2] - wal_before[2],
+                )
+            )
             after = count_rows(scratch.url)
-            intake_runs.append(IntakeRun(c, result, before, after, answered, drain, cpu))
+            intake_runs.append(IntakeRun(c, result, before, after, answered, drain, cpu, wal))
         bare = max(bare_runs, key=lambda r: r.rps)
         best = max(intake_runs, key=lambda r: r.wrk.rps)
 
@@ -730,6 +757,13 @@ def main() -> None:
             print(
                 f"| {name} | {cells} | {total * 1e6 / max(1, count):.0f} | {total / seconds:.2f} |"
             )
+        for run in intake_runs:
+            if run.wal is not None:
+                print(
+                    f"intake -c{run.connections}: WAL {run.wal[0] / max(1, run.new_events):.0f} "
+                    f"bytes and {run.wal[1] / max(1, run.new_events):.2f} full-page images per "
+                    f"event, {run.wal[2]} checkpoint(s) begun during the run"
+                )
         print()
         print(
             f"paced at {rate:.0f} req/s (half the intake's maximum; {paced} connections, "

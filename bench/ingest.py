@@ -13,7 +13,9 @@ as observers that begin each reading within that time would, so later events wak
 operation again; ``--claim-every-ms 0`` claims nothing (idle observers: after its first wake an
 operation's message stays pending and every later event keeps it). The run reports both rates:
 deliveries answered per second while ``wrk`` runs, and deliveries fully processed (stored,
-correlated, woken) per second from the start of the run until the correlator has caught up.
+correlated, woken) per second from the start of the run until the correlator has caught up;
+and for each run the CPU each process used per request or event (``/proc``: the servers, the
+correlator, all of PostgreSQL, ``wrk``, this process) and the WAL each event wrote.
 
 The reference is a bare FastAPI endpoint that only reads the body, served by the same uvicorn
 settings, measured in the same run with the same load tool:

@@ -523,14 +523,21 @@ def main() -> None:
         "--pg",
         default=os.environ.get("PROVELY_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres"),
     )
-    parser.add_argument("--redis", default=None, help="Redis URL (default: a random db 1-15)")
+    parser.add_argument(
+        "--redis", default=None, help="Redis URL (default: an empty index of the local Redis)"
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (apt-get install -y wrk)")
 
     from cryptography.fernet import Fernet
 
-    redis_url = args.redis or f"redis://127.0.0.1:6379/{secrets.randbelow(15) + 1}"
+    from tests.e2e.launcher import claimed_redis_db
+
+    # A Redis index of its own (claimed while empty, as the tests claim theirs, and emptied at
+    # the end): the workers leave their bindings there, and a test run must find it empty.
+    claim = None if args.redis else claimed_redis_db("redis://127.0.0.1:6379/0", owner="bench")
+    redis_url = args.redis or claim.__enter__()  # type: ignore[union-attr]
     scratch = create_database(args.pg)
     work = Path(tempfile.mkdtemp(prefix="provely-bench-ingest-"))
     processes: list[subprocess.Popen[bytes]] = []
@@ -789,14 +796,17 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 process.kill()
         drop_database(scratch)
-        try:
-            import redis
+        if claim is not None:
+            claim.__exit__(None, None, None)  # empties the index it claimed
+        else:
+            try:
+                import redis
 
-            client = redis.Redis.from_url(redis_url)
-            client.delete("observe")  # only the queue this run filled
-            client.close()
-        except Exception as exc:
-            print(f"could not clean the observe queue: {exc}", file=sys.stderr)
+                client = redis.Redis.from_url(redis_url)
+                client.delete("observe")  # only the queue this run filled (a given index)
+                client.close()
+            except Exception as exc:
+                print(f"could not clean the observe queue: {exc}", file=sys.stderr)
         shutil.rmtree(work, ignore_errors=True)
 
 

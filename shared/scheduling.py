@@ -40,7 +40,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from shared.core.types import OperationState
 from shared.db.models import Operation
-from shared.db.sql import one_of
+from shared.db.sql import driver_cursor, one_of
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -332,9 +332,7 @@ hundreds of operations)."""
 
 
 def _wake_for_events_pg(session: Session, ids: list[str], now: datetime) -> list[tuple[str, int]]:
-    driver = session.connection().connection.driver_connection
-    assert driver is not None  # checked out for the transaction
-    with driver.cursor(row_factory=namedtuple_row) as cursor:
+    with driver_cursor(session, namedtuple_row) as cursor:
         locked = cursor.execute(_PG_WAKE_LOCK, {"ids": ids}).fetchall()
         woken = [row.id for row in locked if _wakes(row, now)]
         if not woken:

@@ -13,6 +13,10 @@ selectivities, by which a list of 256 keys may look like a tenth of the table, a
 scan cheaper than the index. Seen in the correlator: the keys of 256 events read by scanning
 330,000 rows (30 ms) instead of 1,000 index entries. A transaction made of key lookups on
 growing tables calls :func:`keyed_lookups` first.
+
+:func:`driver_cursor` is for the statements a hot path runs many times per second on
+PostgreSQL: plain psycopg statements under the session's transaction, with plain rows, where
+SQLAlchemy's statement compilation and result processing cost more than the statement.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from sqlalchemy import ColumnElement, any_, bindparam, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
-__all__ = ["keyed_lookups", "one_of"]
+__all__ = ["driver_cursor", "keyed_lookups", "one_of"]
 
 
 def one_of(session: Session, column: Any, values: Iterable[Any]) -> ColumnElement[bool]:
@@ -47,3 +51,14 @@ def keyed_lookups(session: Session) -> None:
                 "set_config('enable_seqscan', 'off', true)"
             )
         )
+
+
+def driver_cursor(session: Session, row_factory: Any = None) -> Any:
+    """PostgreSQL: a cursor of the psycopg connection under the session's current transaction
+    (its statements are neither compiled nor seen by the session's ORM); tuples as rows, or
+    what ``row_factory`` makes."""
+    driver = session.connection().connection.driver_connection
+    assert driver is not None  # a connection checked out for the transaction
+    if row_factory is None:
+        return driver.cursor()
+    return driver.cursor(row_factory=row_factory)

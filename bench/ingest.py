@@ -411,25 +411,29 @@ class StandInObservers(threading.Thread):
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _stat(pid: int) -> list[str] | None:
+_Stat = tuple[str, list[str]]
+
+
+def _stat(pid: int) -> _Stat | None:
+    """A process's command name and the fields of its ``stat`` after it (from the state on)."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:  # gone meanwhile
         return None
-    return text[text.rindex(")") + 2 :].split()  # after the command name, from the state on
+    return text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
 
 
-def _tree_cpu(root: int, stats: dict[int, list[str]]) -> float:
+def _tree_cpu(root: int, stats: dict[int, _Stat]) -> float:
     """CPU seconds of a process and its descendants, those that exited and were waited for
     included (the parent's children counters)."""
     children: dict[int, list[int]] = {}
-    for pid, fields in stats.items():
+    for pid, (_, fields) in stats.items():
         children.setdefault(int(fields[1]), []).append(pid)
     total, todo = 0.0, [root]
     while todo:
         pid = todo.pop()
         if pid in stats:  # utime, stime, cutime, cstime
-            total += sum(int(f) for f in stats[pid][11:15]) / _TICK
+            total += sum(int(f) for f in stats[pid][1][11:15]) / _TICK
         todo.extend(children.get(pid, ()))
     return total
 
@@ -440,13 +444,13 @@ def cpu_snapshot(processes: dict[str, int]) -> dict[str, float]:
     children: ``wrk``) and of this process (stand-in observers, polls)."""
     stats = {}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
-            stats[int(entry.name)] = fields
+        if entry.name.isdigit() and (found := _stat(int(entry.name))) is not None:
+            stats[int(entry.name)] = found
     snapshot = {name: _tree_cpu(pid, stats) for name, pid in processes.items()}
     postmasters = [
         pid
-        for pid, fields in stats.items()
-        if _comm(pid) == "postgres" and _comm(int(fields[1])) != "postgres"
+        for pid, (comm, fields) in stats.items()
+        if comm == "postgres" and stats.get(int(fields[1]), ("", []))[0] != "postgres"
     ]
     snapshot["PostgreSQL"] = sum(_tree_cpu(pid, stats) for pid in postmasters)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -458,13 +462,6 @@ def cpu_snapshot(processes: dict[str, int]) -> dict[str, float]:
 
 def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     return {name: after[name] - before[name] for name in after}
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
 
 
 def vacuum(url: str) -> None:

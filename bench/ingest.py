@@ -13,7 +13,7 @@ as observers that begin each reading within that time would, so later events wak
 operation again; ``--claim-every-ms 0`` claims nothing (idle observers: after its first wake an
 operation's message stays pending and every later event keeps it). The run reports both rates:
 deliveries answered per second while ``wrk`` runs, and deliveries fully processed (stored,
-correlated, woken) per second from the start of the run until the correlator has caught up;
+correlated, woken) per second from the first one's arrival until the correlator has caught up;
 and for each run the CPU each process used per request or event (``/proc``: the servers, the
 correlator, all of PostgreSQL, ``wrk``, this process) and the WAL each event wrote.
 
@@ -22,11 +22,14 @@ settings, measured in the same run with the same load tool:
 
 - throughput: ``wrk`` (closed loop) with a Lua script that rotates pre-generated signed bodies,
   each a distinct event (so every request is a new row), at each of ``--connections`` (32, 64
-  and 128 connections by default); each endpoint's maximum is its best rate over them (the
-  intake batches deliveries, so it may need more requests in flight than the bare endpoint to
-  reach its maximum). After each intake run the correlator is let catch up and the database
-  is vacuumed (``VACUUM (ANALYZE)``, untimed, as autovacuum would), so runs inherit neither
-  each other's backlog nor their dead row versions;
+  and 128 connections by default), the bare endpoint and then the intake at each count (side by
+  side, so a slower spell of the machine falls on both); each endpoint's maximum is its best
+  rate over them (the intake batches deliveries, so it may need more requests in flight than
+  the bare endpoint to reach its maximum). After each intake run the correlator is let catch
+  up and the database is vacuumed (``VACUUM (ANALYZE)``, untimed, as autovacuum would), so
+  runs inherit neither each other's backlog nor their dead row versions. The fully processed
+  rate counts from the first event's arrival (``received_at``) until the correlator caught up:
+  wrk's threads load their bodies before they send, and that time processes nothing;
 - latency: ``wrk`` again at half of the intake's maximum rate, 32 connections that each pause
   between their requests (the Lua ``delay`` hook; the pause is the connection's share of the
   rate less the median latency a 3 s probe saw), for both endpoints.
@@ -43,6 +46,7 @@ Prints a Markdown table; the figures of record are in ``docs/benchmarks.md`` ("I
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -79,19 +83,20 @@ except ImportError:  # pragma: no cover
 
 SECRET = "whsec_bench_" + "5a" * 16
 LUA = r"""
+-- Each thread loads only its own file of bodies (``<prefix>.<thread>``): wrk starts a thread
+-- as soon as its init has run, so the first thread sends while the next one loads; smaller
+-- files keep that head start short.
 local bodies, sigs = {}, {}
-local counter, step = 0, 1
-local threads = {}
+local counter = 0
 local next_id = 0
 
 function setup(thread)
   thread:set("tid", next_id)
   next_id = next_id + 1
-  table.insert(threads, thread)
 end
 
 function init(args)
-  local f = assert(io.open(args[1], "r"))
+  local f = assert(io.open(args[1] .. "." .. tid, "r"))
   while true do
     local sig = f:read("*l")
     if not sig then break end
@@ -100,9 +105,8 @@ function init(args)
     table.insert(bodies, body)
   end
   f:close()
-  step = tonumber(args[2])
-  pause = tonumber(args[3] or "0")
-  counter = tid + tonumber(args[4] or "0")
+  pause = tonumber(args[2] or "0")
+  counter = tonumber(args[3] or "0")
 end
 
 function delay()
@@ -111,7 +115,7 @@ end
 
 function request()
   local i = (counter % #bodies) + 1
-  counter = counter + step
+  counter = counter + 1
   return wrk.format("POST", nil,
     {["Stripe-Signature"] = sigs[i], ["Content-Type"] = "application/json"}, bodies[i])
 end
@@ -211,12 +215,14 @@ def seed(url: str, fernet_key: str, operations: int) -> tuple[str, list[str]]:
     return workspace_id, subjects
 
 
-def signed_bodies(path: Path, run: str, count: int, subjects: list[str]) -> None:
-    """``count`` distinct signed refund.updated events, one per subject in turn."""
+def signed_bodies(path: Path, run: str, count: int, subjects: list[str], threads: int) -> None:
+    """``count`` distinct signed refund.updated events, one per subject in turn, dealt to
+    ``threads`` files (``<path>.0`` …), one for each wrk thread (see ``LUA``)."""
     from shared.signatures import STRIPE
 
     t = int(time.time())
-    with path.open("w") as out:
+    with contextlib.ExitStack() as files:
+        outs = [files.enter_context(Path(f"{path}.{tid}").open("w")) for tid in range(threads)]
         for i in range(count):
             n = i % len(subjects)
             subject = subjects[n]
@@ -243,7 +249,12 @@ def signed_bodies(path: Path, run: str, count: int, subjects: list[str]) -> None
                 separators=(",", ":"),
             ).encode()
             header = STRIPE.sign(body=body, secrets=[SECRET], timestamp=t)["Stripe-Signature"]
-            out.write(header + "\n" + body.decode() + "\n")
+            outs[i % threads].write(header + "\n" + body.decode() + "\n")
+
+
+def remove_bodies(path: Path, threads: int) -> None:
+    for tid in range(threads):
+        Path(f"{path}.{tid}").unlink(missing_ok=True)
 
 
 def start_server(argv: list[str], env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
@@ -302,11 +313,12 @@ def run_wrk(
     start: int = 0,
 ) -> WrkResult:
     """wrk; with ``pause_ms`` each connection waits that long between its requests (paced);
-    the bodies are taken from the ``start``-th on (so a second run sends new events)."""
+    each thread takes the bodies of its file (``signed_bodies`` with as many ``threads``) from
+    the ``start``-th on (so a second run sends new events)."""
     out = subprocess.run(
         [
             "wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency",
-            "-s", str(script), url, "--", str(bodies), str(threads), str(pause_ms), str(start),
+            "-s", str(script), url, "--", str(bodies), str(pause_ms), str(start),
         ],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
@@ -326,6 +338,7 @@ class IntakeRun:
     after: tuple[int, int, int, int]
     answered_s: float
     drain_s: float
+    window_s: float  # from the first new event's arrival until the correlator caught up
     cpu: dict[str, float]  # CPU seconds from the start of the run until caught up
     wal: tuple[int, int, int] | None  # WAL bytes, full-page images, checkpoints begun
 
@@ -335,8 +348,9 @@ class IntakeRun:
 
     @property
     def processed(self) -> float:
-        """Events stored, correlated and woken per second, until the correlator caught up."""
-        return self.new_events / (self.answered_s + self.drain_s)
+        """Events stored, correlated and woken per second, from the first one's arrival until
+        the correlator caught up (not from wrk's start: its threads load their bodies first)."""
+        return self.new_events / self.window_s
 
 
 def count_rows(url: str) -> tuple[int, int, int, int]:
@@ -354,6 +368,20 @@ def count_rows(url: str) -> tuple[int, int, int, int]:
         ).one()
     engine.dispose()
     return int(events), int(links), int(wakes), int(waiting)
+
+
+def first_arrival(url: str, since: datetime) -> datetime:
+    """When the intake received the first event after ``since`` (its ``received_at``: this
+    machine's clock, as the bench's)."""
+    import psycopg
+
+    with psycopg.connect(libpq_dsn(url), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT min(received_at) FROM events WHERE received_at >= %s", (since,)
+        ).fetchone()
+    if row is None or row[0] is None:
+        raise SystemExit("no event arrived during the run")
+    return row[0]
 
 
 def wal_snapshot(url: str) -> tuple[int, int, int] | None:
@@ -610,18 +638,21 @@ def main() -> None:
             observers.start()
         # warm-up of both (imports, pools, caches), then the measured runs
         warm = work / "warm.txt"
-        signed_bodies(warm, "warm", 2000, subjects)
+        signed_bodies(warm, "warm", 2000, subjects, threads=1)
         for url in (ingest_url, bare_url):
             run_wrk(url, script, warm, threads=1, connections=4, duration=2)
         wait_correlated(scratch.url)
 
         # Each endpoint's maximum: the best rate over the connection counts (a server that
         # batches needs more requests in flight to reach its maximum than one that does not).
+        # The two endpoints alternate, bare then intake at each count, so that a slower or
+        # faster spell of this shared machine falls on both sides of the ratio.
         bodies = work / "bare.txt"
-        signed_bodies(bodies, "bare", 20_000, subjects)  # the bare endpoint stores nothing
+        signed_bodies(bodies, "bare", 20_000, subjects, args.threads)  # stores nothing
         bare_runs: list[WrkResult] = []
         bare_cpu: list[dict[str, float]] = []
-        for c in args.connections:
+        intake_runs: list[IntakeRun] = []
+        for n, c in enumerate(args.connections):
             cpu_before = cpu_snapshot(tracked)
             bare_runs.append(
                 run_wrk(
@@ -634,21 +665,21 @@ def main() -> None:
                 )
             )
             bare_cpu.append(_delta(cpu_before, cpu_snapshot(tracked)))
-        intake_runs: list[IntakeRun] = []
-        for n, c in enumerate(args.connections):
-            bodies = work / f"ingest-{n}.txt"  # a file per run: wrk loads only that run's
-            signed_bodies(bodies, f"ingest{n}", per_run, subjects)
+            intake_bodies = work / f"ingest-{n}.txt"  # a file per run: wrk loads only that run's
+            signed_bodies(intake_bodies, f"ingest{n}", per_run, subjects, args.threads)
             vacuum(scratch.url)
             before = count_rows(scratch.url)
             cpu_before, wal_before = cpu_snapshot(tracked), wal_snapshot(scratch.url)
-            started = time.monotonic()
+            started, launched = time.monotonic(), datetime.now(UTC)
             result = run_wrk(
-                ingest_url, script, bodies, threads=args.threads, connections=c,
+                ingest_url, script, intake_bodies, threads=args.threads, connections=c,
                 duration=args.duration,
             )  # fmt: skip
             answered = time.monotonic() - started
             drain = wait_correlated(scratch.url)
+            caught_up = datetime.now(UTC)
             cpu, wal_after = _delta(cpu_before, cpu_snapshot(tracked)), wal_snapshot(scratch.url)
+            window = (caught_up - first_arrival(scratch.url, launched)).total_seconds()
             wal = (
                 None
                 if wal_before is None or wal_after is None
@@ -659,7 +690,10 @@ def main() -> None:
                 )
             )
             after = count_rows(scratch.url)
-            intake_runs.append(IntakeRun(c, result, before, after, answered, drain, cpu, wal))
+            intake_runs.append(
+                IntakeRun(c, result, before, after, answered, drain, window, cpu, wal)
+            )
+            remove_bodies(intake_bodies, args.threads)
         bare = max(bare_runs, key=lambda r: r.rps)
         best = max(intake_runs, key=lambda r: r.wrk.rps)
 
@@ -669,7 +703,9 @@ def main() -> None:
         rate = max(1.0, best.wrk.rps / 2)
         paced = 32
         bodies = work / "latency.txt"
-        signed_bodies(bodies, "latency", int(rate * (args.latency_seconds + 5) * 2) + 100, subjects)
+        signed_bodies(
+            bodies, "latency", int(rate * (args.latency_seconds + 5) * 2) + 100, subjects, threads=2
+        )
         probe = run_wrk(
             ingest_url, script, bodies, threads=2, connections=paced, duration=3,
             pause_ms=max(1, int(paced * 1000 / rate)),

@@ -379,7 +379,7 @@ def first_arrival(url: str, since: datetime) -> datetime:
         row = conn.execute(
             "SELECT min(received_at) FROM events WHERE received_at >= %s", (since,)
         ).fetchone()
-    if row is None or row[0] is None:
+    if row is None or not isinstance(row[0], datetime):
         raise SystemExit("no event arrived during the run")
     return row[0]
 

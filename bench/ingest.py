@@ -21,11 +21,11 @@ The reference is a bare FastAPI endpoint that only reads the body, served by the
 settings, measured in the same run with the same load tool:
 
 - throughput: ``wrk`` (closed loop) with a Lua script that rotates pre-generated signed bodies,
-  each a distinct event (so every request is a new row), at each of ``--connections`` (32, 64
-  and 128 connections by default), the bare endpoint and then the intake at each count (side by
-  side, so a slower spell of the machine falls on both); each endpoint's maximum is its best
-  rate over them (the intake batches deliveries, so it may need more requests in flight than
-  the bare endpoint to reach its maximum). After each intake run the correlator is let catch
+  each a distinct event (so every request is a new row), at each of ``--connections`` (32, 64,
+  128 and 256 connections by default), the bare endpoint and then the intake at each count
+  (side by side, so a slower spell of the machine falls on both); each endpoint's maximum is its
+  best rate over them (the intake batches deliveries, so it may need more requests in flight
+  than the bare endpoint to reach its maximum). After each intake run the correlator is let catch
   up and the database is vacuumed (``VACUUM (ANALYZE)``, untimed, as autovacuum would), so
   runs inherit neither each other's backlog nor their dead row versions. The fully processed
   rate counts from the first event's arrival (``received_at``) until the correlator caught up:
@@ -36,7 +36,7 @@ settings, measured in the same run with the same load tool:
 
 Needs PostgreSQL (a scratch database is created and dropped) and Redis, as the tests do::
 
-    .venv/bin/python bench/ingest.py [--duration 15] [--connections 32 64 128]
+    .venv/bin/python bench/ingest.py [--duration 15] [--connections 32 64 128 256]
                                      [--operations 2000] [--correlators 1]
                                      [--claim-every-ms 100]
 
@@ -524,7 +524,7 @@ def main() -> None:
         "--connections",
         type=int,
         nargs="+",
-        default=[32, 64, 128],
+        default=[32, 64, 128, 256],
         help="wrk connection counts; each endpoint's maximum over them is compared",
     )
     parser.add_argument("--threads", type=int, default=2)

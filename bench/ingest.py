@@ -30,11 +30,10 @@ settings, measured in the same run with the same load tool:
   runs inherit neither each other's backlog nor their dead row versions. The fully processed
   rate counts from the first event's arrival (``received_at``) until the correlator caught up:
   wrk's threads load their bodies before they send, and that time processes nothing;
-- latency: ``wrk`` again at half of the intake's maximum rate, 32 connections that each pause
-  between their requests (the Lua ``delay`` hook), for both endpoints. The pause is the
-  connection's share of the rate less what the rest of a cycle took in 3 s probes (up to
-  three, until one reaches the rate within 3 %); wrk pauses whole milliseconds, so a
-  fractional pause is rounded up or down at random, keeping its average.
+- latency: ``wrk`` again at half of the intake's maximum rate, for both endpoints: 32
+  connections whose requests start on a schedule (the Lua ``delay`` hook: each thread starts
+  one every ``interval``; a connection whose response came waits for the next free start), so
+  the rate is the one asked as long as the server keeps up, whatever its latency.
 
 Needs PostgreSQL (a scratch database is created and dropped) and Redis, as the tests do::
 
@@ -88,9 +87,21 @@ LUA = r"""
 -- Each thread loads only its own file of bodies (``<prefix>.<thread>``): wrk starts a thread
 -- as soon as its init has run, so the first thread sends while the next one loads; smaller
 -- files keep that head start short.
+local ffi = require("ffi")
+ffi.cdef[[
+typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
+int clock_gettime(int clk_id, bench_timespec *tp);
+]]
+local clock = ffi.new("bench_timespec")
+local function now_ms()
+  ffi.C.clock_gettime(1, clock)  -- CLOCK_MONOTONIC
+  return tonumber(clock.tv_sec) * 1000 + tonumber(clock.tv_nsec) / 1e6
+end
+
 local bodies, sigs = {}, {}
 local counter = 0
 local next_id = 0
+local interval, slot = 0, 0
 
 function setup(thread)
   thread:set("tid", next_id)
@@ -107,13 +118,18 @@ function init(args)
     table.insert(bodies, body)
   end
   f:close()
-  pause = tonumber(args[2] or "0")
+  interval = tonumber(args[2] or "0")
   counter = tonumber(args[3] or "0")
 end
 
+-- Paced runs (``interval`` > 0, in ms): the thread's requests start on a schedule, one per
+-- interval; a connection whose response came waits for the next free start (a late one starts
+-- at once, and the schedule goes on from there: the rate reached says if it kept up).
 function delay()
-  -- whole milliseconds only: a fractional pause is kept on average (rounded up or down at random)
-  return math.floor(pause + math.random())
+  if interval <= 0 then return 0 end
+  local now = now_ms()
+  slot = math.max(slot + interval, now)
+  return math.floor(slot - now + 0.5)
 end
 
 function request()
@@ -123,10 +139,6 @@ function request()
     {["Stripe-Signature"] = sigs[i], ["Content-Type"] = "application/json"}, bodies[i])
 end
 """
-
-
-PROBES = 3
-"""Short paced runs, at most, that calibrate the pause of the latency run."""
 
 
 def free_port() -> int:
@@ -316,16 +328,17 @@ def run_wrk(
     threads: int,
     connections: int,
     duration: int,
-    pause_ms: float = 0,
+    interval_ms: float = 0,
     start: int = 0,
 ) -> WrkResult:
-    """wrk; with ``pause_ms`` each connection waits that long between its requests (paced);
+    """wrk; with ``interval_ms`` each thread starts a request every that many ms (paced: its
+    connections wait for their turn, see ``LUA``);
     each thread takes the bodies of its file (``signed_bodies`` with as many ``threads``) from
     the ``start``-th on (so a second run sends new events)."""
     out = subprocess.run(
         [
             "wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency",
-            "-s", str(script), url, "--", str(bodies), str(pause_ms), str(start),
+            "-s", str(script), url, "--", str(bodies), str(interval_ms), str(start),
         ],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
@@ -704,39 +717,23 @@ def main() -> None:
         bare = max(bare_runs, key=lambda r: r.rps)
         best = max(intake_runs, key=lambda r: r.wrk.rps)
 
-        # Latency at half the intake's maximum: paced wrk connections (each waits between its
-        # requests), the same pacing for both endpoints. A connection's cycle is its pause plus
-        # the time its request takes (latency, and the client's own work), so short probes
-        # measure what a cycle costs beyond the pause, and the pause is shortened by it, until
-        # a probe reaches the rate asked within 3 %.
+        # Latency at half the intake's maximum: wrk's requests on a schedule (each thread starts
+        # one every ``interval`` ms), the same for both endpoints.
         rate = max(1.0, best.wrk.rps / 2)
-        paced = 32
+        paced, interval_ms = 32, 2 * 1000 / rate
         bodies = work / "latency.txt"
         signed_bodies(
-            bodies, "latency", int(rate * (args.latency_seconds + 12) * 2) + 100, subjects,
-            threads=2,
-        )  # fmt: skip
-        pause_ms, used, probes = paced * 1000 / rate, 0, []
-        for _ in range(PROBES):
-            probe = run_wrk(
-                ingest_url, script, bodies, threads=2, connections=paced, duration=3,
-                pause_ms=pause_ms, start=used,
-            )  # fmt: skip
-            used += probe.requests
-            probes.append(probe.rps)
-            if abs(probe.rps - rate) <= 0.03 * rate:
-                break
-            beyond = paced * 1000 / probe.rps - pause_ms
-            pause_ms = max(0.0, paced * 1000 / rate - beyond)
+            bodies, "latency", int(rate * (args.latency_seconds + 5)) + 100, subjects, threads=2
+        )
         wait_correlated(scratch.url)
         vacuum(scratch.url)
         latency = run_wrk(
             ingest_url, script, bodies, threads=2, connections=paced,
-            duration=int(args.latency_seconds), pause_ms=pause_ms, start=used,
+            duration=int(args.latency_seconds), interval_ms=interval_ms,
         )  # fmt: skip
         bare_latency = run_wrk(
             bare_url, script, bodies, threads=2, connections=paced,
-            duration=int(args.latency_seconds), pause_ms=pause_ms,
+            duration=int(args.latency_seconds), interval_ms=interval_ms,
         )  # fmt: skip
         wait_correlated(scratch.url)
         final = count_rows(scratch.url)
@@ -825,9 +822,8 @@ def main() -> None:
                 )
         print()
         print(
-            f"paced at {rate:.0f} req/s (half the intake's maximum; {paced} connections, "
-            f"{pause_ms:.1f} ms between a connection's requests on average, after probes of 3 s "
-            f"reached {', '.join(f'{r:.0f}' for r in probes)} req/s) "
+            f"paced at {rate:.0f} req/s (half the intake's maximum; {paced} connections, each "
+            f"of 2 threads starting a request every {interval_ms:.2f} ms) "
             f"for {args.latency_seconds:.0f} s:"
         )
         for name, r in (("intake", latency), ("bare", bare_latency)):

@@ -34,7 +34,7 @@ settings, measured in the same run with the same load tool:
   connections whose requests start on a schedule (the Lua ``delay`` hook: each thread starts
   one every ``interval``; a connection whose response came waits for the next free start), so
   the rate is the one asked as long as the server keeps up, whatever its latency (32 connections
-  left too few free when the latency rose: 96 % of the rate reached).
+  left too few free when the latency rose: 93 to 96 % of the rate reached).
 
 Needs PostgreSQL (a scratch database is created and dropped) and Redis, as the tests do::
 
@@ -120,7 +120,6 @@ function init(args)
   end
   f:close()
   interval = tonumber(args[2] or "0")
-  counter = tonumber(args[3] or "0")
 end
 
 -- Paced runs (``interval`` > 0, in ms): the thread's requests start on a schedule, one per
@@ -330,16 +329,14 @@ def run_wrk(
     connections: int,
     duration: int,
     interval_ms: float = 0,
-    start: int = 0,
 ) -> WrkResult:
-    """wrk; with ``interval_ms`` each thread starts a request every that many ms (paced: its
-    connections wait for their turn, see ``LUA``);
-    each thread takes the bodies of its file (``signed_bodies`` with as many ``threads``) from
-    the ``start``-th on (so a second run sends new events)."""
+    """wrk; each thread sends the bodies of its file in turn (``signed_bodies`` with as many
+    ``threads``); with ``interval_ms`` it starts a request every that many ms (paced: its
+    connections wait for their turn, see ``LUA``)."""
     out = subprocess.run(
         [
             "wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency",
-            "-s", str(script), url, "--", str(bodies), str(interval_ms), str(start),
+            "-s", str(script), url, "--", str(bodies), str(interval_ms),
         ],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip

@@ -85,9 +85,7 @@ except ImportError:  # pragma: no cover
 
 SECRET = "whsec_bench_" + "5a" * 16
 LUA = r"""
--- Each thread loads only its own file of bodies (``<prefix>.<thread>``): wrk starts a thread
--- as soon as its init has run, so the first thread sends while the next one loads; smaller
--- files keep that head start short.
+-- A wall clock for the paced runs' schedule (LuaJIT's FFI: wrk's scripts have no other).
 local ffi = require("ffi")
 ffi.cdef[[
 typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
@@ -109,6 +107,9 @@ function setup(thread)
   next_id = next_id + 1
 end
 
+-- Each thread loads only its own file of bodies (``<prefix>.<thread>``): wrk starts a thread
+-- as soon as its init has run, so the first thread sends while the next one loads; smaller
+-- files keep that head start short.
 function init(args)
   local f = assert(io.open(args[1] .. "." .. tid, "r"))
   while true do
@@ -720,19 +721,24 @@ def main() -> None:
         # their turn: enough of them that one is free at each start even when the latency rises
         # (32 per thread: 26 ms at 2,400 req/s).
         rate = max(1.0, best.wrk.rps / 2)
-        paced, interval_ms = 64, 2 * 1000 / rate
+        paced, paced_threads = 64, 2
+        interval_ms = paced_threads * 1000 / rate  # each thread's share of the rate
         bodies = work / "latency.txt"
         signed_bodies(
-            bodies, "latency", int(rate * (args.latency_seconds + 5)) + 100, subjects, threads=2
+            bodies,
+            "latency",
+            int(rate * (args.latency_seconds + 5)) + 100,
+            subjects,
+            threads=paced_threads,
         )
         wait_correlated(scratch.url)
         vacuum(scratch.url)
         latency = run_wrk(
-            ingest_url, script, bodies, threads=2, connections=paced,
+            ingest_url, script, bodies, threads=paced_threads, connections=paced,
             duration=int(args.latency_seconds), interval_ms=interval_ms,
         )  # fmt: skip
         bare_latency = run_wrk(
-            bare_url, script, bodies, threads=2, connections=paced,
+            bare_url, script, bodies, threads=paced_threads, connections=paced,
             duration=int(args.latency_seconds), interval_ms=interval_ms,
         )  # fmt: skip
         wait_correlated(scratch.url)
@@ -823,7 +829,7 @@ def main() -> None:
         print()
         print(
             f"paced at {rate:.0f} req/s (half the intake's maximum; {paced} connections, each "
-            f"of 2 threads starting a request every {interval_ms:.2f} ms) "
+            f"of {paced_threads} threads starting a request every {interval_ms:.2f} ms) "
             f"for {args.latency_seconds:.0f} s:"
         )
         for name, r in (("intake", latency), ("bare", bare_latency)):

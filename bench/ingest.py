@@ -1,16 +1,16 @@
 """Benchmark: signed Stripe deliveries accepted per second by the webhook intake.
 
 Each accepted delivery is the intake's path: read the body, verify the signature, insert the
-event once (``ON CONFLICT DO NOTHING``) with its keys, commit, answer 200 (one ``correlate``
-message per committed batch). A real correlator worker (``provely serve observer --queues
-correlate --pool solo``; ``--correlators N`` runs a prefork pool of N processes instead)
-runs at the same time on the same machine: it links each event with its open
-operation (strong, by subject id) and wakes it (fence + next observation in PostgreSQL, then
-the ``observe`` message on Redis after commit — or, when the operation's due message has not
-been claimed by an observer yet, keeps that one). No observer reads: stand-in observers (a
+event once (``ON CONFLICT DO NOTHING``) with its keys, commit, answer 200 (a ``correlate``
+message for the batches committed meanwhile, at most one each 100 ms). A real correlator worker
+(``provely serve observer --queues correlate --pool solo``; ``--correlators N`` runs a prefork
+pool of N processes instead) runs at the same time on the same machine: it links each event with
+its open operation (strong, by subject id) and wakes it (fence + next observation in PostgreSQL,
+then the ``observe`` message on Redis after commit — or, when the operation's due message has
+not been claimed by an observer yet, keeps that one). No observer reads: stand-in observers (a
 thread of this process) claim every woken fence each ``--claim-every-ms`` (100 ms by default),
-as observers that begin each reading within that time would, so later events wake the
-operation again; ``--claim-every-ms 0`` claims nothing (idle observers: after its first wake an
+as observers that begin each reading within that time would, so later events wake the operation
+again; ``--claim-every-ms 0`` claims nothing (idle observers: after its first wake an
 operation's message stays pending and every later event keeps it). The run reports both rates:
 deliveries answered per second while ``wrk`` runs, and deliveries fully processed (stored,
 correlated, woken) per second from the first one's arrival until the correlator has caught up;

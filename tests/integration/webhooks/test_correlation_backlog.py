@@ -1,10 +1,10 @@
 """The intake answers after the durable insert; correlation is the observer's, after the answer.
 
-The intake stores each event marked not yet correlated and sends one ``provely.correlate``
-message per committed batch; a correlator claims pending events (rows of ``event_backlog``)
-with ``FOR UPDATE SKIP LOCKED`` (so two never take the same), links and wakes; the sweeper
-correlates what a lost message left pending past its grace. The result equals correlating at
-intake time.
+The intake stores each event marked not yet correlated and sends a ``provely.correlate`` message
+for the batches committed meanwhile; a correlator claims pending events (rows of
+``event_backlog``) with ``FOR UPDATE SKIP LOCKED`` (so two never take the same), links and
+wakes; the sweeper correlates what a lost message left pending past its grace. The result equals
+correlating at intake time.
 """
 
 from __future__ import annotations

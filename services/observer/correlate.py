@@ -2,8 +2,8 @@
 
 The intake (``services.ingress.webhooks``) only verifies, stores and commits; after a batch it
 commits, a ``provely.correlate`` message (queue ``observe``) asks for its events (at most one
-each 100 ms under a stream of batches). A worker that takes the
-message runs :func:`correlate_pending`: it claims the events nobody has correlated yet (rows of
+each 100 ms under a stream of batches). A worker that takes the message runs
+:func:`correlate_pending`: it claims the events nobody has correlated yet (rows of
 ``event_backlog``, ``FOR UPDATE SKIP LOCKED``), links them with the operations they name, wakes
 the open ones they strongly correlate with, commits, and only then sends the ``observe``
 messages of the wakes. Messages coalesce: one run takes every pending event, so a message that

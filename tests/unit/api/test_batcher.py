@@ -1,9 +1,11 @@
 """The intake's group commit: one batch at a time, a second beside it only when a full batch
-waits (the batch's database work is replaced by a coroutine the test releases)."""
+waits (the batch's database step is replaced by a coroutine the test releases; the batcher's
+own bookkeeping is the real one)."""
 
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,21 +16,19 @@ from shared.intake import IntakeResult
 
 
 class Held:
-    """Stands in for ``_Batcher._run``: records each batch and holds it until released."""
+    """Stands in for ``_ingest_batch_pg``: records each batch's items and holds it until
+    released, then answers each as stored."""
 
     def __init__(self) -> None:
         self.batches: list[list[Any]] = []
         self.release: list[asyncio.Event] = []
 
-    async def run(self, batcher: _Batcher, engine: Any, settings: Any, batch: Any) -> None:
-        self.batches.append(batch)
+    async def ingest(self, connections: Any, settings: Any, items: list[Any]) -> list[Any]:
+        self.batches.append(items)
         done = asyncio.Event()
         self.release.append(done)
         await done.wait()
-        batcher.running -= 1
-        for _, _, item, future in batch:
-            future.set_result(_Outcome(item, IntakeResult(event_pk=1, duplicate=False)))
-        batcher._start()
+        return [_Outcome(item, IntakeResult(event_pk=1, duplicate=False)) for item in items]
 
 
 async def _settle() -> None:
@@ -38,8 +38,10 @@ async def _settle() -> None:
 
 def test_one_batch_at_a_time_until_a_full_batch_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     held = Held()
-    monkeypatch.setattr(webhooks._Batcher, "_run", lambda b, e, s, batch: held.run(b, e, s, batch))
-    engine, settings = object(), object()
+    monkeypatch.setattr(webhooks, "_ingest_batch_pg", held.ingest)
+    monkeypatch.setattr(webhooks, "_connections_for", lambda engine: None)
+    engine = SimpleNamespace(dialect=SimpleNamespace(name="postgresql"))
+    settings = object()
 
     async def scenario() -> None:
         batcher = _Batcher()

@@ -4,8 +4,11 @@ interval, and at once after a quiet spell (no broker: the sender is a recorder).
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
+
+import pytest
 
 from services.ingress.webhooks import _CorrelationRequests
 
@@ -51,11 +54,17 @@ def test_a_request_after_a_quiet_spell_is_sent_at_once() -> None:
     assert sent.starts[0] >= asked
 
 
-def test_a_failed_send_is_logged_and_the_requests_go_idle() -> None:
+def test_a_failed_send_is_logged_and_the_requests_go_idle(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     sent = Recorder(fail=True)
     requests = _CorrelationRequests(send=sent, interval_s=0.01)
-    requests.request()
-    assert requests.wait_idle(5)
-    requests.request()
-    assert requests.wait_idle(5)
+    with caplog.at_level(logging.WARNING, logger="services.ingress.webhooks"):
+        requests.request()
+        assert requests.wait_idle(5)
+        requests.request()
+        assert requests.wait_idle(5)
     assert len(sent.starts) == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        "webhook intake: correlate message not sent"
+    ] * 2

@@ -34,10 +34,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from celery import Celery
-from kombu import Queue
+from kombu import Connection, Queue
 from kombu import transport as kombu_transport
 from kombu.transport import sqlalchemy as kombu_sqla
+from kombu.transport.sqlalchemy import models as kombu_sqla_models
 from kombu.utils.uuid import uuid
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from shared.settings import Settings, get_settings
 
@@ -56,6 +58,7 @@ __all__ = [
     "EmbeddedSqlaTransport",
     "app",
     "configure",
+    "prepare_embedded_broker",
     "send",
 ]
 
@@ -87,6 +90,17 @@ countdown plus the longest task; lost messages are recovered much sooner by the 
 
 
 class _EmbeddedSqlaChannel(kombu_sqla.Channel):
+    """kombu's SQLAlchemy channel, safe for processes that start together on a new broker file.
+
+    kombu creates its tables and each queue's row on first use, each by a look and then an
+    insert: two processes that start at once both find nothing, and the second insert fails
+    (``table kombu_queue already exists``, ``UNIQUE constraint failed: kombu_queue.name``). The
+    loser's publish or consumer failed with it, and the failed insert left its session unusable.
+    Here a table or a queue that another process created meanwhile is taken as found.
+    ``prepare_embedded_broker`` creates them all before the processes start, so this is only
+    the defence of processes started some other way.
+    """
+
     def _engine_from_config(self) -> Any:
         conninfo: Any = self.connection.client
         saved = conninfo.transport_options
@@ -95,9 +109,32 @@ class _EmbeddedSqlaChannel(kombu_sqla.Channel):
         options.pop("visibility_timeout", None)
         conninfo.transport_options = options
         try:
-            return super()._engine_from_config()
+            engine = super()._engine_from_config()
         finally:
             conninfo.transport_options = saved
+        # kombu creates the tables right after this returns; with them made here, it finds them.
+        _create_broker_tables(engine)
+        return engine
+
+    def _get_or_create(self, queue: str) -> Any:
+        parent: Any = super()  # the stubs know no more than the public channel
+        try:
+            return parent._get_or_create(queue)
+        except IntegrityError:
+            # Another process inserted the queue between this one's look and its insert.
+            self.session.rollback()
+            return parent._get_or_create(queue)
+
+
+def _create_broker_tables(engine: Any, attempts: int = 3) -> None:
+    for attempt in range(1, attempts + 1):
+        try:
+            kombu_sqla_models.metadata.create_all(engine)
+            return
+        except OperationalError as exc:
+            # Another process created a table between this one's look and its CREATE.
+            if "already exists" not in str(exc) or attempt == attempts:
+                raise
 
 
 class EmbeddedSqlaTransport(kombu_sqla.Transport):
@@ -110,6 +147,25 @@ class EmbeddedSqlaTransport(kombu_sqla.Transport):
 _TRANSPORT_PATH = f"{__name__}:EmbeddedSqlaTransport"
 kombu_transport.TRANSPORT_ALIASES["sqla"] = _TRANSPORT_PATH
 kombu_transport.TRANSPORT_ALIASES["sqlalchemy"] = _TRANSPORT_PATH
+
+
+def prepare_embedded_broker(broker_url: str) -> None:
+    """Create the SQL broker's tables and Provely's queues in it (``sqla+…`` URLs; others are
+    left alone). Run once before the processes that share the broker start, so that none of
+    them creates either (``provely up`` and ``provely demo`` do). Idempotent."""
+    if not broker_url.startswith(("sqla+", "sqlalchemy+")):
+        return
+    with Connection(broker_url, transport_options=_transport_options(broker_url)) as connection:
+        channel: Any = connection.channel()
+        try:
+            for name in (OBSERVE_QUEUE, CORRELATE_QUEUE, VERDICT_QUEUE):
+                channel.queue_declare(queue=name)
+        finally:
+            channel.close()
+            # kombu keeps an engine per broker for the life of the process; this one is done.
+            cached = kombu_sqla.Channel._engines.pop(str(connection.hostname), None)
+            if cached is not None:
+                cached[0].dispose()
 
 
 def _transport_options(broker_url: str) -> dict[str, Any]:

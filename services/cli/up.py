@@ -260,20 +260,6 @@ def _wait_http(url: str, *, timeout_s: float, alive: Callable[[], None]) -> None
     raise SupervisorError(f"{url} did not answer in {timeout_s:.0f} s ({last})")
 
 
-def _create_broker_tables(broker_url: str) -> None:
-    """Create kombu's SQLAlchemy tables once, before several processes race to create them."""
-    if not broker_url.startswith(("sqla+", "sqlalchemy+")):
-        return
-    from kombu.transport.sqlalchemy.models import metadata
-    from sqlalchemy import create_engine
-
-    engine = create_engine(broker_url.split("+", 1)[1])
-    try:
-        metadata.create_all(engine)
-    finally:
-        engine.dispose()
-
-
 @dataclass
 class EmbeddedSystem:
     """The embedded system as a context manager: migrate, start the services, wait for the API.
@@ -329,9 +315,11 @@ class EmbeddedSystem:
         ]
 
     def prepare(self) -> None:
-        """Create the data directory, migrate the database, create the broker's tables."""
+        """Create the data directory, migrate the database, create the broker's tables and
+        queues."""
         from sqlalchemy.exc import SQLAlchemyError
 
+        from shared.celery_app import prepare_embedded_broker
         from shared.db.migrate import upgrade
         from shared.settings import Settings
 
@@ -344,7 +332,7 @@ class EmbeddedSystem:
         )
         try:
             upgrade(settings.resolved_database_url(), "head")
-            _create_broker_tables(settings.resolved_broker_url())
+            prepare_embedded_broker(settings.resolved_broker_url())
         except SQLAlchemyError as exc:
             first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
             raise SupervisorError(f"cannot prepare the database: {first}") from None

@@ -9,10 +9,10 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "get_settings"]
+__all__ = ["Settings", "get_settings", "settings_problems"]
 
 
 class Settings(BaseSettings):
@@ -100,3 +100,14 @@ class Settings(BaseSettings):
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+def settings_problems(exc: ValidationError) -> str | None:
+    """What is wrong with the environment's settings, one clause per variable (``PROVELY_X:
+    why``), when ``exc`` was raised by :class:`Settings`; ``None`` for any other model's."""
+    if exc.title != Settings.__name__:
+        return None
+    return "; ".join(
+        f"PROVELY_{str(error['loc'][0]).upper() if error['loc'] else '?'}: {error['msg']}"
+        for error in exc.errors()
+    )

@@ -110,13 +110,12 @@ def show() -> None:
     """Print the effective settings of this environment as JSON (secrets redacted)."""
     from pydantic import ValidationError
 
-    from shared.settings import Settings
+    from shared.settings import Settings, settings_problems
 
     try:
         settings = Settings()
     except ValidationError as exc:
-        problems = "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())
-        typer.echo(f"error: invalid configuration: {problems}", err=True)
+        typer.echo(f"error: invalid configuration: {settings_problems(exc)}", err=True)
         raise typer.Exit(2) from None
     values = {
         f"PROVELY_{name.upper()}": _redact(name, value)

@@ -480,18 +480,27 @@ def _outcome_json(o: Outcome) -> dict[str, Any]:
     }
 
 
+@dataclass
+class _Workdir:
+    """Where the demo's system keeps its files; a temporary one is removed at the end unless
+    ``keep`` (``--keep``, or set when a scenario or the system failed: its logs stay)."""
+
+    path: Path
+    keep: bool
+
+
 @contextlib.contextmanager
-def _data_dir(given: Path | None, keep: bool) -> Iterator[Path]:
+def _data_dir(given: Path | None, keep: bool) -> Iterator[_Workdir]:
     if given is not None:
         given.mkdir(parents=True, exist_ok=True)
-        yield given
+        yield _Workdir(given, keep=True)
         return
-    directory = Path(tempfile.mkdtemp(prefix="provely-demo-"))
+    workdir = _Workdir(Path(tempfile.mkdtemp(prefix="provely-demo-")), keep=keep)
     try:
-        yield directory
+        yield workdir
     finally:
-        if not keep:
-            shutil.rmtree(directory, ignore_errors=True)
+        if not workdir.keep:
+            shutil.rmtree(workdir.path, ignore_errors=True)
 
 
 def demo(
@@ -503,7 +512,9 @@ def demo(
         None, "--data-dir", help="Keep the system's files here (default: a fresh temp dir)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the outcomes as JSON."),
-    keep: bool = typer.Option(False, "--keep", help="Keep the temporary data dir and logs."),
+    keep: bool = typer.Option(
+        False, "--keep", help="Keep the temporary data dir and logs (kept anyway on a failure)."
+    ),
     list_only: bool = typer.Option(False, "--list", help="List the scenarios and exit."),
 ) -> None:
     """Prove a refund end to end on this machine (embedded system + Stripe sandbox)."""
@@ -528,7 +539,8 @@ def demo(
     started = time.monotonic()
     board = _Board(names)
     single = len(names) == 1
-    with _data_dir(data_dir, keep) as directory:
+    with _data_dir(data_dir, keep) as workdir:
+        directory = workdir.path
         console.print(f"[dim]starting Provely (embedded: SQLite + local broker) in {directory}[/]")
         system = EmbeddedDemoSystem(directory)
         try:
@@ -538,13 +550,17 @@ def demo(
                     f"({time.monotonic() - started:.1f} s)[/]"
                 )
                 outcomes = _run_live(console, board, names, system, single, as_json)
-                if not all(o.ok for o in outcomes) and not as_json:
-                    console.print("[dim]service logs (last lines):[/]")
-                    console.print(system.log_tail(), markup=False, highlight=False)
+                if not all(o.ok for o in outcomes):
+                    workdir.keep = True
+                    if not as_json:
+                        console.print("[dim]service logs (last lines):[/]")
+                        console.print(system.log_tail(), markup=False, highlight=False)
         except (SupervisorError, CommandFailed, OSError, RuntimeError) as exc:
+            workdir.keep = True
             typer.echo(f"error: the demo could not run: {exc}", err=True)
             if system.log_dir.is_dir():
                 typer.echo(system.log_tail(), err=True)
+            typer.echo(f"the system's files and logs are kept in {directory}", err=True)
             raise typer.Exit(1) from None
     wall = time.monotonic() - started
     if as_json:
@@ -569,6 +585,7 @@ def demo(
             f"in {wall:.1f} s wall time"
         )
     if not all(o.ok for o in outcomes):
+        typer.echo(f"the system's files and logs are kept in {directory}", err=True)
         raise typer.Exit(1)
 
 

@@ -44,4 +44,16 @@ for module in (contracts, db, admin, sandbox, serve, receipts, audit, skills, de
 
 
 def main() -> None:
-    app()
+    from pydantic import ValidationError
+
+    from shared.settings import settings_problems
+
+    try:
+        app()
+    except ValidationError as exc:
+        # A bad PROVELY_* variable is found wherever the settings are first read: any command.
+        problems = settings_problems(exc)
+        if problems is None:
+            raise
+        typer.echo(f"error: invalid configuration: {problems}", err=True)
+        raise SystemExit(2) from None

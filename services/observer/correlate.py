@@ -1,7 +1,7 @@
 """Correlation of stored webhook events, after the intake has answered the provider.
 
 The intake (``services.ingress.webhooks``) only verifies, stores and commits; after a batch it
-commits, a ``provely.correlate`` message (queue ``observe``) asks for its events (at most one
+commits, a ``provely.correlate`` message (queue ``correlate``) asks for its events (at most one
 each 100 ms under a stream of batches). A worker that takes the message runs
 :func:`correlate_pending`: it claims the events nobody has correlated yet (rows of
 ``event_backlog``, ``FOR UPDATE SKIP LOCKED``), links them with the operations they name, wakes

@@ -27,7 +27,7 @@ from shared.core.contract import Contract
 from shared.core.engine import build_context
 from shared.core.expressions import UNKNOWN, resolve
 from shared.core.retry import retry_guidance
-from shared.core.types import Decision, EvidenceUsed, OperationState, Verdict
+from shared.core.types import ACTION_REJECTED_PHASE, OperationState, Verdict
 from shared.db.models import Operation, Workspace
 from shared.db.tenants import new_id
 from shared.intake import correlate_pending_events, lock_correlation
@@ -56,7 +56,6 @@ __all__ = [
 AWAITING_ACTION = "awaiting_action_report"
 _ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 AWAITING_EVIDENCE = "awaiting_evidence"
-ACTION_REJECTED = "action_rejected"
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,24 +227,10 @@ def _subject_id(contract: Contract, op: Operation) -> str | None:
     return str(value)
 
 
-def _rejection_decision(report: ActionReportIn, now: datetime) -> Decision:
-    status = report.http_status
-    return Decision(
-        verdict=Verdict.FAILED,
-        reason=ACTION_REJECTED,
-        class_=None,
-        final=True,
-        conditions=(),
-        evidence=(
-            EvidenceUsed(
-                channel="action_response", level="E1", status="ok", observed_at=now, used=True
-            ),
-        ),
-        explanation=(
-            f"The provider refused the action (HTTP {status}); its skill marks this answer as "
-            "not performed, so nothing happened and the action may be retried as a new operation."
-        ),
-    )
+def _report_cause(report: ActionReportIn, changes: dict[str, Any]) -> str:
+    if changes.get("action_phase") == ACTION_REJECTED_PHASE:
+        return "action_rejection_reported"
+    return "action_error" if report.phase == "error" else "observation_scheduled"
 
 
 def _must_change(ok: bool, op: Operation) -> None:
@@ -315,25 +300,9 @@ def record_action(
     if report.phase == "error":
         skill = provider_skill(contract.skill.provider)
         if skill is not None and skill.rejects(report.http_status, report.error):
-            _must_change(
-                change_state(
-                    session,
-                    op,
-                    to_state=OperationState.FAILED,
-                    verdict=Verdict.FAILED.value,
-                    reason=ACTION_REJECTED,
-                    verdict_class=None,
-                    final=True,
-                    decision=_rejection_decision(report, now),
-                    cause="action_rejected",
-                    now=now,
-                    details={"http_status": report.http_status},
-                    changes=base,
-                    settings=settings,
-                ),
-                op,
-            )
-            return Scheduled()
+            # The agent's word (E1): observed like any error until independent evidence
+            # confirms that nothing was created (the contract's ``rejection`` section).
+            base["action_phase"] = ACTION_REJECTED_PHASE
     if report.phase == "result":
         for key, value in base.items():
             set_committed_value(op, key, value)  # so the subject identity sees the result
@@ -367,7 +336,7 @@ def record_action(
             verdict_class=None,
             final=False,
             decision=None,
-            cause="action_error" if report.phase == "error" else "observation_scheduled",
+            cause=_report_cause(report, base),
             now=now,
             details={"http_status": report.http_status} if report.phase == "error" else None,
             changes=base or None,

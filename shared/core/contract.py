@@ -40,6 +40,7 @@ __all__ = [
     "NegativeCondition",
     "OnTimeout",
     "Operator",
+    "Rejection",
     "Skill",
     "Source",
     "Subject",
@@ -230,6 +231,20 @@ class VerdictRule(_Model):
         return _omit_empty_when(handler(self))
 
 
+class Rejection(_Model):
+    """How a rejection the agent reports is confirmed (the agent is never evidence).
+
+    An action error that the provider's skill reads as "not performed" is only the agent's
+    word (E1). The operation keeps observing; it is FAILED (reason ``action_rejected``) once
+    every ``confirm`` condition holds on fresh, independent evidence, each read at least its
+    channel's ``typical_latency_ms`` after the report (an event still on its way is waited
+    for). Until then it is PENDING; evidence of the effect judges it like any other.
+    """
+
+    confirm: tuple[CompletionCondition, ...] = Field(min_length=1)
+    reason: StrictStr
+
+
 class Backoff(_Model):
     kind: Literal["exponential", "constant"]
     factor: StrictFloat | StrictInt = 1
@@ -279,6 +294,16 @@ class Contract(_Model):
     verdict_map: tuple[VerdictRule, ...] = ()
     timing: Timing
     sources: tuple[Source, ...] = ()
+    rejection: Rejection | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_no_rejection(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A contract without a rejection section serialises exactly as before the field existed
+        # (same canonical JSON, same hash).
+        data: dict[str, Any] = handler(self)
+        if data.get("rejection") is None:
+            data.pop("rejection", None)
+        return data
 
     @field_validator("version")
     @classmethod

@@ -100,7 +100,14 @@ EXPLANATIONS: Final[Mapping[str, str]] = {
     "evidence_unavailable": (
         "A channel could not answer; the runtime observes again and a later reading decides."
     ),
+    "awaiting_rejection_confirmation": (
+        "The agent reported that the provider refused the action; that is its word alone, so "
+        "the runtime observes until independent evidence confirms nothing was created."
+    ),
 }
+
+ACTION_REJECTED: Final = "action_rejected"
+AWAITING_REJECTION: Final = "awaiting_rejection_confirmation"
 
 
 class _Gate:
@@ -277,6 +284,28 @@ class _Compiled:
             for r in contract.verdict_map
         )
         self.all_conditions = self.completion + self.negative + self.verdict_map
+        rejection = contract.rejection
+        self.rejection_reason = rejection.reason if rejection is not None else None
+        self.rejection = tuple(
+            _Condition(
+                id=c.id,
+                kind="rejection",
+                path=c.path,
+                op=c.op,
+                value=c.value,
+                prose=c.meaning,
+                evidence=c.evidence,
+            )
+            for c in (rejection.confirm if rejection is not None else ())
+        )
+        latency = {ch.name: ch.typical_latency_ms or 0 for ch in contract.channels}
+        # Each confirming channel is read at least its typical latency after the report.
+        self.rejection_waits = {
+            name: timedelta(milliseconds=latency.get(name, 0))
+            for cond in self.rejection
+            for name in cond.channels | {cond.evidence or ""}
+            if name in latency
+        }
         self.completion_count = len(self.completion)
         for index, cond in enumerate(self.all_conditions):
             cond.index = index
@@ -567,7 +596,17 @@ def decide(
     explanation: str | None
     decided_by: frozenset[str] = frozenset()
 
-    if not correlated:
+    if not correlated and facts.action_rejected and not conflict:
+        confirmed, checked = _rejection_confirmed(compiled, facts, context, latest)
+        results.extend(checked)
+        if confirmed:
+            verdict, reason, final = Verdict.FAILED, ACTION_REJECTED, True
+            explanation = compiled.rejection_reason
+            decided_by = frozenset(compiled.rejection_waits)
+        else:
+            verdict, reason = Verdict.PENDING, AWAITING_REJECTION
+            explanation = EXPLANATIONS[reason]
+    elif not correlated:
         verdict, reason = (
             Verdict.PENDING,
             ("correlation_conflict" if conflict else "awaiting_correlation"),
@@ -638,6 +677,38 @@ def decide(
         escalate=escalate,
         explanation=explanation,
     )
+
+
+def _rejection_confirmed(
+    compiled: _Compiled,
+    facts: OperationFacts,
+    context: EvaluationContext,
+    latest: Mapping[str, Observation],
+) -> tuple[bool, list[ConditionResult]]:
+    """Is a reported rejection confirmed by independent evidence (``contract.rejection``)?
+
+    Every confirming condition true on its channel's usable reading, and every confirming
+    channel read at least its typical latency after the report; the results of the conditions.
+    A contract without the section never confirms: the operation waits for its deadline.
+    """
+    reported = facts.action_reported_at
+    checked: list[ConditionResult] = []
+    confirmed = bool(compiled.rejection) and reported is not None
+    for cond in compiled.rejection:
+        left = cond.path.resolve(context, cond.missing)
+        right = cond.operand.resolve(context)
+        truth = cond.fn(left, right) if cond.allowed else None
+        checked.append(
+            ConditionResult(cond.id, cond.kind, truth, _plain(left), _plain(right), cond.fixed_note)
+        )
+        confirmed = confirmed and truth is True
+    for name, wait in compiled.rejection_waits.items():
+        obs = latest.get(name)
+        if obs is None or name not in context.observed or reported is None:
+            return False, checked
+        if _utc(obs.observed_at) < _utc(reported) + wait:
+            confirmed = False
+    return confirmed, checked
 
 
 def _evidence_met(compiled: _Compiled, observed: Mapping[str, Any]) -> bool:

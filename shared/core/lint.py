@@ -74,6 +74,7 @@ RESERVED_REASONS = frozenset(
         "stale_reading",
         "action_accepted",
         "action_rejected",
+        "awaiting_rejection_confirmation",
         "action_not_reported",
         "awaiting_action_report",
         "human_review_resolved",
@@ -440,6 +441,27 @@ class _ContractLinter:
                 )
             if not rule.reason.strip():
                 self.err(f"{where}.reason", "give the reason in words")
+        for i, cond in enumerate(self.c.rejection.confirm if self.c.rejection else ()):
+            where = f"rejection.confirm[{i}]"
+            ids.append((cond.id, f"{where}.id"))
+            self._operands(where, cond.path, cond.op, cond.value)
+            channels = _observed_channels(cond.path, cond.value)
+            if not channels:
+                self.err(f"{where}.path", _NOT_EVIDENCE)
+            for name in sorted(channels):
+                found = self.channels.get(name)
+                if found is not None and found.level == "E1":
+                    self.err(
+                        f"{where}.path",
+                        f"{name} is E1: a rejection is confirmed only by independent evidence",
+                    )
+            if cond.evidence not in channels:
+                self.err(
+                    f"{where}.evidence",
+                    f"{cond.evidence} is not the channel the condition reads",
+                )
+        if self.c.rejection is not None and not self.c.rejection.reason.strip():
+            self.err("rejection.reason", "give the reason in words")
         seen: set[str] = set()
         for ident, where in ids:
             if not re.match(r"^[a-z][a-z0-9_]*$", ident):

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "ACTION_REJECTED_PHASE",
     "ConditionResult",
     "Decision",
     "EventRecord",
@@ -83,6 +84,10 @@ class EventRecord:
     duplicates: int = 0
 
 
+ACTION_REJECTED_PHASE = "rejected"
+"""``action_phase`` of an error report that the provider's skill reads as "not performed"."""
+
+
 @dataclass(frozen=True, slots=True)
 class OperationFacts:
     """What the engine knows about one operation besides its observations.
@@ -100,6 +105,11 @@ class OperationFacts:
     learned_keys: dict[str, Any] = field(default_factory=dict)
     deadline: datetime | None = None
     attempts: int = 0
+
+    @property
+    def action_rejected(self) -> bool:
+        """The agent reported an error its provider's skill reads as "not performed" (E1)."""
+        return self.action_phase == ACTION_REJECTED_PHASE
 
 
 @dataclass(frozen=True, slots=True)

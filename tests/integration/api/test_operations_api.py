@@ -221,26 +221,27 @@ def test_action_error_is_observed_all_the_same(api: Api) -> None:
     assert timeout["state"] == "OBSERVING"
 
 
-def test_provider_rejection_fails_the_operation_with_a_receipt(api: Api) -> None:
+def test_a_reported_rejection_is_the_agents_word_and_keeps_observing(api: Api) -> None:
+    """An error the Stripe skill reads as "not performed" is recorded (phase ``rejected``) and
+    observed like any other: no verdict on the agent's word, and never a retry of the action."""
     op = create(api)
     error = {"error": {"type": "invalid_request_error", "message": "No such charge"}}
     out = report(api, op["id"], {"phase": "error", "http_status": 400, "error": error})
-    assert out["state"] == "FAILED"
-    assert out["verdict"] == "FAILED"
-    assert out["reason"] == "action_rejected"
-    assert out["final"] is True
-    assert out["retry"]["action"] == "allowed_as_new_operation"
-    assert out["receipt_url"] == f"/v1/operations/{op['id']}/receipt"
-    receipt = api.client.get(out["receipt_url"], headers=api.a.headers())
-    assert receipt.status_code == 200
+    assert out["state"] == "OBSERVING"
+    assert out["verdict"] == "PENDING"
+    assert out["final"] is False
+    assert out["action"]["phase"] == "rejected"
+    assert out["retry"]["action"] == "never"
+    assert out["safe_to_claim_complete"] is False
+    assert out["receipt_url"] is None
+    assert out["next_observation_at"] is not None
     late = api.client.post(
         f"/v1/operations/{op['id']}/action",
         json={"phase": "result", "result": {"id": "re_9"}},
         headers=api.a.headers(),
     )
     assert late.status_code == 409
-    assert late.json()["state"] == "FAILED"
-    assert late.json()["final"] is True
+    assert late.json()["final"] is False
 
 
 def test_result_phase_needs_a_result(api: Api) -> None:

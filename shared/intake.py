@@ -22,9 +22,10 @@ Owns what happens to a delivery once its signature holds (``shared.signatures`` 
 
 Every strong link to an open operation is a wake (``shared.scheduling.wake_for_events`` in the
 same transaction: the operation's next observation is now; the caller dispatches the new fences
-after commit). Links to final operations are kept too and returned as ``late`` (and passed to
-hooks registered with :func:`register_late_event_hook`), so the late-contradiction flow can act
-on them.
+after commit). Links to final operations are kept too and returned as ``late``. Every correlated
+event is also looked up in the watch of VERIFIED operations by the keys it carries, linked or
+not (``shared.watch``): each watched operation it names gets a recheck, dispatched with the
+wakes.
 
 Events whose api version is not one of the contract's are stored and linked like any other; the
 core's reduction (``shared.core.events.reduce_events``) sets them aside using
@@ -63,14 +64,15 @@ from shared.core.skill import EventShape
 from shared.core.types import EventRecord
 from shared.db.models import Event, EventBacklog, EventKey, Operation, OperationEvent
 from shared.db.sql import driver_cursor, keyed_lookups, one_of
+from shared.evidence_locks import PG_SHARED_LOCKS, evidence_lock_ids
 from shared.scheduling import wake_for_events
 from shared.signatures import VerifiedDelivery
+from shared.watch import rechecks_for_events, request_rechecks
 
 __all__ = [
     "DEFAULT_SHAPES",
     "Delivery",
     "IntakeResult",
-    "LateEventHook",
     "Link",
     "MalformedEvent",
     "ParsedEvent",
@@ -86,7 +88,6 @@ __all__ = [
     "ingest_event",
     "lock_correlation",
     "parse_event",
-    "register_late_event_hook",
     "store_event",
     "store_many",
 ]
@@ -189,19 +190,6 @@ class IntakeResult:
                 if not link.final and link.assurance == STRONG
             }
         )
-
-
-LateEventHook = Callable[[Session, Operation, Event, datetime], None]
-_late_hooks: list[LateEventHook] = []
-
-
-def register_late_event_hook(hook: LateEventHook) -> None:
-    """Call ``hook(session, operation, event, now)`` when an event links to a final operation.
-
-    The hook runs inside the intake's transaction, after the link row is written.
-    """
-    if hook not in _late_hooks:
-        _late_hooks.append(hook)
 
 
 # ------------------------------------------------------------------------------------ parsing
@@ -462,6 +450,9 @@ def store_event(
     )
     keys = sorted(event.keys.items())
     if keys and session.get_bind().dialect.name == "postgresql":
+        # The shared evidence locks of its keys, held until the caller commits.
+        locks = evidence_lock_ids((workspace_id, provider, value) for _, value in keys)
+        session.connection().exec_driver_sql(PG_SHARED_LOCKS, {"locks": locks})
         # One round trip: the event, and its keys only when the event row is new.
         found = session.execute(
             _PG_STORE,
@@ -738,11 +729,6 @@ def _record_link(
         now=now,
     ):
         result.links.append(Link(operation.id, event_pk, strategy, assurance, operation.final))
-        if operation.final and _late_hooks:
-            row = session.get(Event, event_pk)
-            assert row is not None
-            for hook in list(_late_hooks):
-                hook(session, operation, row, now)
 
 
 # What correlation reads of an operation (the decision and other documents stay unloaded).
@@ -1025,6 +1011,11 @@ def ingest_event(
     )
     result.event_pk = event_pk
     result.wakes = wake_for_events(session, result.to_wake, now=now)
+    _recheck_watched(
+        session,
+        [(Delivery(workspace_id, provider, event, raw, now), result)],
+        now,
+    )
     _mark_correlated(session, [event_pk])
     return result
 
@@ -1041,8 +1032,11 @@ class Delivery:
 
 
 _PG_STORE_MANY = """
-    WITH batch AS (
-        SELECT * FROM unnest(
+    WITH locked AS (
+        SELECT count(pg_advisory_xact_lock_shared(l)) AS n
+        FROM unnest(CAST(%(locks)b AS BIGINT[])) AS l
+    ), batch AS (
+        SELECT t.* FROM locked, unnest(
             CAST(%(ws)b AS TEXT[]), CAST(%(prov)b AS TEXT[]), CAST(%(eid)b AS TEXT[]),
             CAST(%(typ)b AS TEXT[]), CAST(%(ts)b AS TIMESTAMPTZ[]), CAST(%(api)b AS TEXT[]),
             CAST(%(obj)b AS TEXT[]), CAST(%(idem)b AS TEXT[]), CAST(%(body)b AS TEXT[]),
@@ -1075,7 +1069,9 @@ _PG_STORE_MANY = """
     SELECT id, workspace_id, provider, event_id FROM inserted
     """
 """One statement (one round trip, atomic even in autocommit): the batch's new events, their
-keys and their places in the correlation backlog. Driver-level SQL with binary parameters
+keys and their places in the correlation backlog, under the shared evidence locks of their keys
+(``shared.evidence_locks``: taken before any row is written, held until the statement commits).
+Driver-level SQL with binary parameters
 (``%(name)b``): psycopg sends the arrays as they are, where the text format would escape every
 body and raw byte string. A new event starts with the repeats of its key in the batch as its
 counter. Its keys are written only with an event row that is new, one per name (they are a
@@ -1229,6 +1225,7 @@ class _StorePlan:
             "k_eid": [k[2] for k in key_rows],
             "k_name": [k[3] for k in key_rows],
             "k_value": [k[4] for k in key_rows],
+            "locks": evidence_lock_ids((k[0], k[1], k[4]) for k in key_rows),
         }
         return cls(deliveries, first, times, params)
 
@@ -1441,7 +1438,23 @@ def correlate_stored(
     woken = dict(wake_for_events(session, {op for _, r in pending for op in r.to_wake}, now=now))
     for _, r in pending:
         r.wakes = [(op, woken[op]) for op in r.to_wake if op in woken]
+    _recheck_watched(session, pending, now)
     _mark_correlated(session, [r.event_pk for _, r in pending if r.event_pk is not None])
+
+
+def _recheck_watched(
+    session: Session, pending: Sequence[tuple[Delivery, IntakeResult]], now: datetime
+) -> None:
+    """Schedule a recheck of every watched VERIFIED operation the events name by a key they
+    carry (``shared.watch``); the fences join the first result's wakes (dispatched with the
+    others after commit)."""
+    named = rechecks_for_events(
+        session,
+        [(d.workspace_id, d.provider, d.event.type, d.event.keys.values()) for d, _ in pending],
+        now=now,
+    )
+    if named:
+        pending[0][1].wakes.extend(request_rechecks(session, named, now=now))
 
 
 def _link_batch(
@@ -1536,13 +1549,6 @@ def _link_batch(
             if (op.id, pk) not in written:
                 continue
             r.links.append(Link(op.id, pk, strategy, assurance, op.final))
-            if op.final and _late_hooks:
-                row = session.get(Event, pk)
-                tracked = session.get(Operation, op.id)
-                assert row is not None
-                assert tracked is not None
-                for hook in list(_late_hooks):
-                    hook(session, tracked, row, now)
     return slow
 
 

@@ -9,10 +9,10 @@
   gets a new decision: evidence that contradicts it, and is newer than the evidence that
   verified it, moves the operation to HUMAN_REVIEW (cause ``late_contradiction``) and that
   transition issues the superseding receipt.
-- :func:`request_recheck` (the webhook intake's late-event hook) and :func:`recheck_verified`
-  (called by the evaluation of a rechecked operation) are how that new evidence is read: a late
-  event of a VERIFIED operation schedules one more reading of it, and the engine's answer over
-  that reading goes to :func:`check_late_evidence`.
+- :func:`recheck_verified` (called by the evaluation of a rechecked operation) is how that new
+  evidence is read: an event that names a watched VERIFIED operation schedules one more reading
+  of it (``shared.watch``), and the engine's answer over that reading goes to
+  :func:`check_late_evidence`; a reading that could not be made is tried again.
 - :func:`verify_receipt_document` checks a receipt document against a key ring, offline.
 
 Errors::
@@ -27,7 +27,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, cast
 
@@ -66,7 +66,6 @@ __all__ = [
     "needs_recheck",
     "receipt_document_for",
     "recheck_verified",
-    "request_recheck",
     "verify_receipt_document",
 ]
 
@@ -448,6 +447,11 @@ def issue_receipt(
         evidence=evidence,
         supersedes=supersedes,
         claimable=operation.state != OperationState.HUMAN_REVIEW,
+        watch_until=(
+            _utc(operation.watch_until)
+            if operation.watch_until is not None and operation.state == OperationState.VERIFIED
+            else None
+        ),
     )
     key = active_signing_key(session, now=now, settings=settings, active=active)
     signature = sign_payload(key.private_key, signing_payload(body))
@@ -534,6 +538,7 @@ class CheckOutcome(IntEnum):
     OLDER_EVIDENCE = 1  # contradicting evidence that predates the verifying evidence: ignored
     FLAGGED = 2  # moved to HUMAN_REVIEW; a superseding receipt was issued
     LOST_RACE = 3  # another writer changed the operation first; re-read and call again
+    UNREAD = 4  # a recheck that could not read: its next try is scheduled
 
 
 def check_late_evidence(
@@ -592,14 +597,18 @@ def check_late_evidence(
 
 
 # ---------------------------------------------------------------------------------------------
-# Rechecking a VERIFIED operation when a late event names it
+# Rechecking a watched VERIFIED operation
 #
-# A VERIFIED operation is no longer observed. When the webhook intake links a new event to it
-# (``shared.intake.register_late_event_hook``), :func:`request_recheck` schedules one more
-# observation of it (a new fence, due now) and sends the observe message after the intake
-# commits. The observer reads an operation for which :func:`needs_recheck` holds even though it
-# is final, and the evaluation of such an operation goes through :func:`recheck_verified`: the
-# engine decides over the fresh readings and :func:`check_late_evidence` acts on the answer.
+# A VERIFIED operation is no longer observed, but it is watched (``shared.watch``): an event
+# that names it schedules one more observation (a new fence, due now). The observer reads an
+# operation for which :func:`needs_recheck` holds even though it is final, and the evaluation of
+# such an operation goes through :func:`recheck_verified`: the engine decides over the fresh
+# readings and :func:`check_late_evidence` acts on the answer. A recheck that could not read
+# (the provider unavailable, a timeout, a 429) is retried on the contract's schedule until it
+# reads or the watch ends; the sweeper re-sends a recheck whose message was lost, as it does
+# for any overdue observation.
+
+_UNREAD = frozenset({"unavailable", "error"})
 
 
 def needs_recheck(operation: Operation) -> bool:
@@ -611,43 +620,43 @@ def needs_recheck(operation: Operation) -> bool:
     )
 
 
-def request_recheck(session: Session, operation: Operation, event: Any, now: datetime) -> None:
-    """Late-event hook: schedule one readback of a VERIFIED operation now (fence + 1).
-
-    Runs in the intake's transaction; the observe message is sent after it commits (the
-    observer drops it as stale if another recheck moved the fence on meanwhile).
-    """
+def _retry_recheck(session: Session, operation: Operation, timing: Any, now: datetime) -> bool:
+    """Schedule the next try of a recheck that could not read, on the contract's backoff, while
+    the watch lasts; the observe message is sent after commit. False when the watch is over."""
     from sqlalchemy import event as orm_event
     from sqlalchemy import update
-    from sqlalchemy.orm.attributes import set_committed_value
 
+    from shared.core.schedule import recheck_delay
     from shared.db.models import Operation as OperationRow
 
-    if operation.state != OperationState.VERIFIED:
-        return
+    tries = (operation.rechecks or 0) + 1
+    due = now + timedelta(milliseconds=recheck_delay(timing, tries))
+    if operation.watch_until is None or due >= _utc(operation.watch_until):
+        return False
     fence = session.execute(
         update(OperationRow)
         .where(
             OperationRow.id == operation.id,
+            OperationRow.fence == operation.fence,
             OperationRow.state == OperationState.VERIFIED.value,
         )
-        .values(fence=OperationRow.fence + 1, next_observation_at=now, enqueued_at=now)
+        .values(
+            fence=OperationRow.fence + 1, next_observation_at=due, enqueued_at=now, rechecks=tries
+        )
         .returning(OperationRow.fence)
         .execution_options(synchronize_session=False)
     ).scalar_one_or_none()
     if fence is None:
-        return
-    set_committed_value(operation, "fence", fence)
-    set_committed_value(operation, "next_observation_at", now)
-    set_committed_value(operation, "enqueued_at", now)
-    operation_id = operation.id
+        return True  # another recheck moved the fence on meanwhile: it owns the schedule
+    operation_id, countdown = operation.id, (due - now).total_seconds()
 
     def dispatch(_session: Session) -> None:
         from shared.scheduling import dispatch_observe
 
-        dispatch_observe(operation_id, fence, countdown_s=0)
+        dispatch_observe(operation_id, fence, countdown_s=countdown)
 
     orm_event.listen(session, "after_commit", dispatch, once=True)
+    return True
 
 
 def recheck_verified(
@@ -660,9 +669,10 @@ def recheck_verified(
 ) -> tuple[CheckOutcome, Receipt | None]:
     """Evaluate a rechecked VERIFIED operation over its latest ``observations`` (core values).
 
-    Nothing happens until the reading of the operation's current fence is stored. Then the
-    recheck marker is cleared whatever the answer; a contradiction flags the operation (see
-    :func:`check_late_evidence`).
+    Nothing happens until the reading of the operation's current fence is stored. A
+    contradiction flags the operation (see :func:`check_late_evidence`). A reading that could
+    not be made (a channel ``unavailable`` or ``error``) schedules the next try while the watch
+    lasts (outcome ``UNREAD``); otherwise the recheck marker is cleared.
     """
     from sqlalchemy import select, update
 
@@ -685,15 +695,21 @@ def recheck_verified(
         # The recheck reading is not stored yet (another message woke the evaluation): the
         # observe task of this fence evaluates again once it has read.
         return CheckOutcome.NOT_APPLICABLE, None
-    decision = decide(contract_for(session, operation), facts_for(operation), observations, now)
+    contract = contract_for(session, operation)
+    decision = decide(contract, facts_for(operation), observations, now)
     outcome, receipt = check_late_evidence(session, operation, decision, now=now, settings=settings)
-    if outcome is not CheckOutcome.FLAGGED:
-        session.execute(
-            update(OperationRow)
-            .where(OperationRow.id == operation.id, OperationRow.fence == operation.fence)
-            .values(next_observation_at=None, enqueued_at=None)
-            .execution_options(synchronize_session=False)
-        )
+    if outcome is CheckOutcome.FLAGGED:
+        return outcome, receipt
+    if any(e.status in _UNREAD for e in decision.evidence) and _retry_recheck(
+        session, operation, contract.timing, now
+    ):
+        return CheckOutcome.UNREAD, None
+    session.execute(
+        update(OperationRow)
+        .where(OperationRow.id == operation.id, OperationRow.fence == operation.fence)
+        .values(next_observation_at=None, enqueued_at=None, rechecks=0)
+        .execution_options(synchronize_session=False)
+    )
     return outcome, receipt
 
 

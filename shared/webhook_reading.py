@@ -21,14 +21,21 @@ from typing import Any
 from sqlalchemy import bindparam, or_, select
 from sqlalchemy.orm import Session
 
-from services.observer.readings import Reading, digest_of
-from shared.core.contract import Channel, Contract, canonical_json
+from shared.core.contract import Channel, Contract, WebhookVerifier, canonical_json
 from shared.core.events import reduce_events
 from shared.core.expressions import EvaluationContext, resolve
 from shared.core.types import EventRecord, ObservationStatus
 from shared.db.models import Event, EventKey, Operation, OperationEvent
+from shared.readings import Reading, digest_of
 
-__all__ = ["MAX_EVENTS", "known_key_values", "load_events", "read_webhook"]
+__all__ = [
+    "MAX_EVENTS",
+    "channel_key_values",
+    "evidence_keys",
+    "known_key_values",
+    "load_events",
+    "read_webhook",
+]
 
 MAX_EVENTS = 500
 """The most events one reading loads (the newest by provider timestamp)."""
@@ -44,6 +51,35 @@ def known_key_values(op: Operation, correlation: dict[str, Any]) -> set[str]:
             if isinstance(value, str) and value:
                 values.add(value)
     return values
+
+
+def channel_key_values(
+    op: Operation, verifier: WebhookVerifier, context: EvaluationContext
+) -> set[str]:
+    """The key values a webhook channel of ``op`` finds its candidate events by: the
+    operation's known values and what the channel's match rules compare events with
+    (``$input.charge`` …), so correlation lag never hides an event the rules would match."""
+    values = known_key_values(op, dict(context.correlation))
+    for rule in verifier.match:
+        operand = resolve(rule.value, context)
+        if isinstance(operand, str) and operand:
+            values.add(operand)
+    return values
+
+
+def evidence_keys(
+    op: Operation, contract: Contract, context: EvaluationContext
+) -> dict[str, tuple[set[str], set[str]]]:
+    """Per provider, the key values and event types the contract's webhook channels read:
+    what a decision locks (``shared.evidence_locks``) and what a watch indexes."""
+    found: dict[str, tuple[set[str], set[str]]] = {}
+    for channel in contract.channels:
+        if channel.verifier != "webhook" or channel.webhook is None:
+            continue
+        values, types = found.setdefault(channel.provider_of(contract), (set(), set()))
+        values.update(v for v in channel_key_values(op, channel.webhook, context) if len(v) <= 255)
+        types.update(channel.webhook.event_types)
+    return found
 
 
 _EVENTS = Event.__table__
@@ -138,12 +174,7 @@ def read_webhook(
             observed_at=clock(),
             error="channel_without_webhook_verifier",
         )
-    values = known_key_values(op, dict(context.correlation))
-    for rule in verifier.match:
-        # What a match rule compares an event with ($input.charge …) names candidates too.
-        operand = resolve(rule.value, context)
-        if isinstance(operand, str) and operand:
-            values.add(operand)
+    values = channel_key_values(op, verifier, context)
     events = load_events(
         session,
         op,

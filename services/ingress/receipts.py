@@ -7,10 +7,6 @@ that verify them.
   or superseded (a superseding receipt names the one it replaces; this is where to fetch it).
 - ``GET /v1/receipts/keys`` — public, no API key: the active key and every retired one, in the
   format ``provely receipts verify --keys`` reads.
-
-Importing this module also registers :func:`shared.receipts.request_recheck` with the webhook
-intake: an event linked to a VERIFIED operation asks for one more reading of it, so that a
-refund that fails after it succeeded is seen (late contradicting evidence).
 """
 
 from __future__ import annotations
@@ -25,13 +21,10 @@ from services.ingress.deps import Caller, app_engine, app_settings, now, transac
 from services.ingress.operations import OperationId
 from services.ingress.problems import ApiError, error_responses
 from shared.db.models import Receipt
-from shared.intake import register_late_event_hook
 from shared.receipt_keys import ReceiptKeyError, ensure_active_key, keys_document, list_receipt_keys
-from shared.receipts import current_receipt, receipt_document_for, request_recheck
+from shared.receipts import current_receipt, receipt_document_for
 
 __all__ = ["router"]
-
-register_late_event_hook(request_recheck)
 
 router = APIRouter(tags=["receipts"])
 

@@ -161,7 +161,19 @@ class OperationOut(_Out):
     reason: str | None
     class_: str | None = Field(alias="class")
     final: bool
-    safe_to_claim_complete: bool = Field(description="True only for VERIFIED.")
+    completion_level: str = Field(
+        description="What the contract proves: `succeeded` (the effect) or a step toward it "
+        "such as `created` (the object exists), never presented as the effect itself."
+    )
+    claim: str = Field(description="What may be said now, in the contract's words.")
+    safe_to_claim_complete: bool = Field(
+        description="True only for VERIFIED at a completion level that names the effect itself."
+    )
+    watch_until: datetime | None = Field(
+        default=None,
+        description="VERIFIED: late evidence is still watched for until then (a contradiction "
+        "supersedes the receipt); after it the verdict is settled.",
+    )
     retry: RetryOut
     explanation: str | None = None
     created_at: datetime

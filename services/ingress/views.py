@@ -21,6 +21,7 @@ from services.ingress.schemas import (
     Timeline,
     TimelineEntry,
 )
+from shared.core.claim import claim_for
 from shared.core.contract import Contract
 from shared.core.engine import correlation_keys
 from shared.core.retry import retry_guidance
@@ -148,10 +149,12 @@ def operation_view(session: Session, op: Operation) -> OperationOut:
     verdict = op.verdict or Verdict.PENDING.value
     guidance = retry_guidance(verdict, op.reason, op.state)
     review = _review(op)
-    claimable = (op.verdict == Verdict.VERIFIED and op.state == OperationState.VERIFIED) or (
-        op.state == OperationState.HUMAN_REVIEW
-        and review is not None
-        and review.verdict == Verdict.VERIFIED
+    claim = claim_for(
+        state=op.state,
+        verdict=op.verdict,
+        completion_level=op.completion_level,
+        title=contract.title if contract else "",
+        reviewed_verdict=review.verdict if review is not None else None,
     )
     subject_id = op.subject_id if op.subject_id is not None else decision.get("subject_id")
     explanation = decision.get("explanation")
@@ -169,7 +172,10 @@ def operation_view(session: Session, op: Operation) -> OperationOut:
         reason=op.reason,
         class_=op.verdict_class,
         final=op.final,
-        safe_to_claim_complete=claimable,
+        completion_level=claim.completion_level,
+        claim=claim.statement,
+        safe_to_claim_complete=claim.safe_to_claim_complete,
+        watch_until=op.watch_until if op.state == OperationState.VERIFIED else None,
         retry=RetryOut(
             action=guidance.action,
             verification=guidance.verification,

@@ -12,8 +12,8 @@ no observer has begun to read keeps it (``shared.scheduling.wake_for_events``), 
 events for one operation costs one message per reading, not one per event.
 
 Nothing is lost when a message is: the marker is in PostgreSQL, and the sweeper correlates
-events still pending after its grace (``services.verdict.sweeper``). An event linked to a
-VERIFIED operation schedules a recheck of it (``shared.receipts.request_recheck``).
+events still pending after its grace (``services.verdict.sweeper``). An event that names a
+watched VERIFIED operation by a key it carries schedules a recheck of it (``shared.watch``).
 """
 
 from __future__ import annotations
@@ -25,17 +25,12 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Engine
 
 from shared.db.session import session_scope
-from shared.intake import correlate_backlog, register_late_event_hook
-from shared.receipts import request_recheck
+from shared.intake import correlate_backlog
 from shared.scheduling import dispatch_observe_now
 
 __all__ = ["BATCH", "MAX_ROUNDS", "correlate_pending"]
 
 log = logging.getLogger(__name__)
-
-# An event linked to a VERIFIED operation asks for one more readback (a late contradiction is
-# caught by it): wherever events are correlated, this hook runs in the correlating transaction.
-register_late_event_hook(request_recheck)
 
 BATCH = 256
 """Events one transaction correlates."""

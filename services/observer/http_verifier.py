@@ -23,8 +23,8 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 
-from services.observer.readings import Reading, digest_of
 from shared.core.types import ObservationStatus
+from shared.readings import Reading, digest_of
 
 __all__ = ["HttpTarget", "build_url", "read_http"]
 

@@ -38,8 +38,6 @@ from sqlalchemy.orm import Session
 
 from services.observer.connections import Readback, readback_of
 from services.observer.http_verifier import read_http
-from services.observer.readings import Reading
-from services.observer.webhook_verifier import read_webhook
 from shared.contract_cache import cached_contract_for
 from shared.core.engine import build_context
 from shared.core.expressions import fill_path_template
@@ -48,9 +46,11 @@ from shared.db.models import Connection, Observation, Operation
 from shared.db.session import get_engine, read_connection, session_scope
 from shared.operations import change_state, facts_for
 from shared.ratelimit import RateLimiter, bucket_for
+from shared.readings import Reading
 from shared.receipts import needs_recheck
 from shared.scheduling import OBSERVABLE_STATES, OBSERVE_LEAD_S, claim_reading
 from shared.settings import Settings, get_settings
+from shared.webhook_reading import read_webhook
 
 __all__ = ["MAX_INLINE_WAIT_S", "ObserveOutcome", "Observer", "default_observer"]
 

@@ -32,22 +32,27 @@ from sqlalchemy import Engine, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from shared.contract_cache import cached_contract_for
-from shared.core.contract import Timing
-from shared.core.engine import deadline_of, decide, state_after
+from shared.core.contract import Contract, Timing
+from shared.core.engine import build_context, deadline_of, decide, state_after
+from shared.core.expressions import EvaluationContext
 from shared.core.schedule import apply_jitter, next_observation_delay
 from shared.core.types import (
     Decision,
     Observation,
     ObservationStatus,
     OperationState,
+    Verdict,
 )
 from shared.db.models import Observation as ObservationRow
 from shared.db.models import Operation
 from shared.db.session import session_scope
+from shared.decision_view import refresh_webhook_readings
 from shared.operations import change_state, facts_for
 from shared.receipts import needs_recheck, recheck_verified
 from shared.scheduling import ScheduleConflict, schedule_observation
 from shared.settings import Settings
+from shared.watch import start_watch, watch_until
+from shared.webhook_reading import evidence_keys
 
 __all__ = [
     "EvaluateOutcome",
@@ -184,15 +189,20 @@ def evaluate_in_session(
     _start_observing(session, op, now)
     facts = facts_for(op)
     deadline = deadline_of(contract, facts)
-    latest = _latest_rows(session, op.id)
+    context = build_context(contract, facts)
+    latest = _decision_rows(session, op, contract, context, now)
     decision = decide(contract, facts, [_obs(row) for row in latest], now)
     changes: dict[str, object] = {}
     if op.deadline is None:
         changes["deadline"] = deadline
     plan = Plan()
+    verified = decision.final and decision.verdict is Verdict.VERIFIED
     if decision.final:
         changes["next_observation_at"] = None
         changes["enqueued_at"] = None
+    watched_until = watch_until(contract, now) if verified else None
+    if watched_until is not None:
+        changes["watch_until"] = watched_until
     else:
         # Scheduled before the state is written: change_state appends to the workspace's
         # audit chain, which holds the workspace's lock until commit; keep that stretch short.
@@ -221,8 +231,21 @@ def evaluate_in_session(
         readings=latest,
     ):
         raise LostRace(op.id)
+    if watched_until is not None:
+        start_watch(session, op, evidence_keys(op, contract, context), until=watched_until)
     _record_verdict(decision)
     return EvaluateOutcome(decision, plan)
+
+
+def _decision_rows(
+    session: Session, op: Operation, contract: Contract, context: EvaluationContext, now: datetime
+) -> list[Any]:
+    """The latest readings a decision is made on, its webhook channels reduced now over the
+    events stored now, under the evidence locks (``shared.decision_view``)."""
+    latest = _latest_rows(session, op.id)
+    if refresh_webhook_readings(session, op, contract, context, latest, clock=lambda: now):
+        latest = _latest_rows(session, op.id)
+    return latest
 
 
 def _schedule_next(
@@ -309,13 +332,13 @@ def evaluate_operation(
             with session_scope(engine) as session:
                 op = session.execute(_LOAD, {"operation_id": operation_id}).scalar_one_or_none()
                 if op is not None and needs_recheck(op):
-                    # A late event asked for one more reading of a VERIFIED operation.
+                    # A late event asked for one more reading of a watched VERIFIED operation.
+                    now = clock()
+                    contract = cached_contract_for(session, op)
+                    context = build_context(contract, facts_for(op))
+                    rows = _decision_rows(session, op, contract, context, now)
                     recheck_verified(
-                        session,
-                        op,
-                        latest_observations(session, op.id),
-                        now=clock(),
-                        settings=settings,
+                        session, op, [_obs(row) for row in rows], now=now, settings=settings
                     )
                     return None
                 if op is None or op.final:

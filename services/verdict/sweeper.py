@@ -42,6 +42,7 @@ from shared.db.session import get_engine, is_postgres, session_scope
 from shared.operations import change_state
 from shared.scheduling import OBSERVABLE_STATES, dispatch_observe
 from shared.settings import Settings, get_settings
+from shared.watch import end_expired_watches
 
 __all__ = ["ACTION_NOT_REPORTED", "SweepReport", "Sweeper", "run_forever", "sweep_once"]
 
@@ -60,6 +61,7 @@ class SweepReport:
     expired: int = 0
     correlated: int = 0
     errors: int = 0
+    watches_ended: int = 0
     dispatches: list[tuple[str, int, float]] = field(default_factory=list)
 
     @property
@@ -101,7 +103,13 @@ class Sweeper:
         self._deadlines(report)
         self._action_window(report)
         self._correlate(report)
+        self._end_watches(report)
         return report
+
+    def _end_watches(self, report: SweepReport) -> None:
+        """Watches that ended leave the index (``shared.watch``): those verdicts are settled."""
+        with session_scope(self.engine) as session:
+            report.watches_ended = end_expired_watches(session, now=self.clock())
 
     # 1 + 2 ------------------------------------------------------------------------------
     def _resend(self, report: SweepReport) -> None:

@@ -67,6 +67,7 @@ BODY_FIELDS = (
     "conditions",
     "evidence",
     "supersedes",
+    "watch_until",
 )
 
 # Completion levels that name a step on the way, never the effect itself (safety rule 2): a
@@ -182,9 +183,12 @@ def build_receipt_body(
     evidence: Sequence[ReceiptEvidence],
     supersedes: str | None = None,
     claimable: bool = True,
+    watch_until: datetime | None = None,
 ) -> dict[str, Any]:
     """The body of a receipt, as plain JSON data ready to be signed.
 
+    ``watch_until`` (a VERIFIED verdict): until when late evidence is watched for; a later
+    contradiction supersedes this receipt, after it the verdict is settled.
     ``claimable=False`` forces ``safe_to_claim_complete`` to false (a receipt that flags an
     operation for review never lets anyone claim completion, whatever its verdict).
     ``correlation`` is deduplicated keeping the first occurrence; evidence is sorted by
@@ -251,6 +255,7 @@ def build_receipt_body(
             for e in pieces
         ],
         "supersedes": supersedes,
+        "watch_until": iso_time(watch_until) if watch_until is not None else None,
     }
     signing_payload(body)  # refuses NaN and anything JSON cannot say, before anyone signs
     return body

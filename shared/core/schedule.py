@@ -15,7 +15,7 @@ from __future__ import annotations
 from shared.core import ScheduleError
 from shared.core.contract import Timing
 
-__all__ = ["MAX_JITTER_RATIO", "apply_jitter", "next_observation_delay"]
+__all__ = ["MAX_JITTER_RATIO", "apply_jitter", "next_observation_delay", "recheck_delay"]
 
 MAX_JITTER_RATIO = 0.1
 
@@ -36,6 +36,22 @@ def next_observation_delay(timing: Timing, n: int) -> int | None:
             if delay >= cap:
                 break
             delay *= factor
+    return int(min(cap, delay))
+
+
+def recheck_delay(timing: Timing, n: int) -> int:
+    """Milliseconds before try ``n`` + 1 of a recheck whose try ``n`` (1-based) could not read:
+    the polling backoff from ``poll_interval_ms`` (times ``factor`` each try, at most
+    ``backoff.max_ms``); unlike polling it never runs out (the watch bounds it)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ScheduleError(f"recheck number must be an integer >= 1, got {n!r}")
+    cap = timing.backoff.max_ms
+    delay: float = timing.poll_interval_ms
+    if timing.backoff.kind == "exponential":
+        for _ in range(n - 1):
+            if delay >= cap:
+                break
+            delay *= timing.backoff.factor
     return int(min(cap, delay))
 
 

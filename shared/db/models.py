@@ -44,6 +44,7 @@ __all__ = [
     "ReceiptKey",
     "Transition",
     "UtcDateTime",
+    "WatchKey",
     "Workspace",
 ]
 
@@ -203,6 +204,10 @@ class Operation(Base):
     enqueued_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     reading_fence: Mapped[int | None] = mapped_column(Integer, nullable=True)
     deadline: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    # VERIFIED: watched for late evidence until then (migration 0008); rechecks that could
+    # not read yet, for their backoff.
+    watch_until: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    rechecks: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     decision: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
     decided_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
@@ -221,7 +226,9 @@ class Observation(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     operation_id: Mapped[str] = mapped_column(ForeignKey("operations.id"), index=True)
     workspace_id: Mapped[str] = mapped_column(String(40))
-    fence: Mapped[int] = mapped_column(Integer)
+    # None: a reading a decision took itself (its webhook channels over the events stored at
+    # decision time, migration 0008), outside any observation fence.
+    fence: Mapped[int | None] = mapped_column(Integer, nullable=True)
     channel: Mapped[str] = mapped_column(String(100))
     status: Mapped[str] = mapped_column(String(16))
     value: Mapped[Any] = mapped_column(Json, nullable=True)
@@ -301,6 +308,25 @@ class OperationEvent(Base):
     strategy: Mapped[str] = mapped_column(String(32))
     assurance: Mapped[str] = mapped_column(String(16))  # strong | weak
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class WatchKey(Base):
+    """What an event channel of a watched VERIFIED operation matches on: a key value events of
+    the provider carry (``event_keys.value``) and the event types, until the watch ends. A
+    stored event finds the operations it may contradict by its keys (migration 0008)."""
+
+    __tablename__ = "watch_keys"
+    __table_args__ = (
+        Index("ix_watch_keys_lookup", "workspace_id", "provider", "value"),
+        Index("ix_watch_keys_until", "until"),
+    )
+
+    operation_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    provider: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(255), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(String(40))
+    event_types: Mapped[str] = mapped_column(Text)  # space-separated
+    until: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class Transition(Base):

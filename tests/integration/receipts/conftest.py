@@ -24,6 +24,8 @@ from shared.db.models import Event, Operation, OperationEvent, Workspace
 from shared.db.models import Observation as ObservationRow
 from shared.operations import change_state, contract_for, facts_for, find_contract
 from shared.settings import Settings, get_settings
+from shared.watch import start_watch, watch_until
+from shared.webhook_reading import evidence_keys
 
 T0 = datetime(2026, 11, 30, 8, 0, 0, 250000, tzinfo=UTC)
 
@@ -233,7 +235,14 @@ class RefundFlow:
         ]
         return decide(contract_for(session, op), facts_for(op), observations, now)
 
-    def write(self, session: Session, op: Operation, decision: Decision, now: datetime) -> bool:
+    def write(
+        self,
+        session: Session,
+        op: Operation,
+        decision: Decision,
+        now: datetime,
+        changes: dict[str, Any] | None = None,
+    ) -> bool:
         return change_state(
             session,
             op,
@@ -245,10 +254,12 @@ class RefundFlow:
             decision=decision,
             cause="evaluation",
             now=now,
+            changes=changes,
         )
 
     def verified(self, session: Session) -> Operation:
-        """Create the operation and drive it to VERIFIED on real rows."""
+        """Create the operation and drive it to VERIFIED on real rows, watched as the
+        evaluation watches it (``shared.watch``)."""
         op = self.create(session)
         self.add_event(session, "evt_created", "refund.created", "pending", T0)
         self.add_event(
@@ -258,7 +269,12 @@ class RefundFlow:
         self.observe(session, op, "succeeded", at)
         decision = self.decide(session, op, at)
         assert decision.verdict == "VERIFIED", decision
-        assert self.write(session, op, decision, at)
+        contract = contract_for(session, op)
+        until = watch_until(contract, at)
+        changes = {"watch_until": until, "fence": self.fence}  # the fence it observed
+        assert self.write(session, op, decision, at, changes=changes)
+        keys = evidence_keys(op, contract, build_context(contract, facts_for(op)))
+        start_watch(session, op, keys, until=until)
         return op
 
 

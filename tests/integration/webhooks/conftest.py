@@ -193,9 +193,15 @@ def add_operation(
     created_at: datetime | None = None,
     final: bool = False,
     verdict: str | None = None,
+    watched: bool = False,
 ) -> str:
-    """An operation row as the API would have written it (bound to a shipped contract)."""
+    """An operation row as the API would have written it (bound to a shipped contract);
+    ``watched``: a VERIFIED one watched as the evaluation watches it (``shared.watch``)."""
+    from shared.core.engine import build_context
     from shared.db.tenants import new_id
+    from shared.operations import facts_for
+    from shared.watch import start_watch, watch_until
+    from shared.webhook_reading import evidence_keys
 
     entry = get_registry().entry(contract_id)
     now = created_at or datetime.now(UTC) - timedelta(seconds=30)
@@ -224,8 +230,17 @@ def add_operation(
                 deadline=now + timedelta(days=7),
                 created_at=now,
                 updated_at=now,
+                watch_until=watch_until(entry.contract, now) if watched else None,
             )
         )
+        if watched:
+            session.flush()
+            op = session.get(Operation, op_id)
+            assert op is not None
+            assert op.watch_until is not None
+            context = build_context(entry.contract, facts_for(op))
+            keys = evidence_keys(op, entry.contract, context)
+            start_watch(session, op, keys, until=op.watch_until)
     return op_id
 
 

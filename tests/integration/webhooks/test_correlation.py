@@ -15,7 +15,7 @@ from services.observer.correlate import correlate_pending
 from shared.core.events import reduce_events
 from shared.core.expressions import EvaluationContext
 from shared.db.models import Event, EventKey, Operation
-from shared.intake import correlate_pending_events, event_record, register_late_event_hook
+from shared.intake import correlate_pending_events, event_record
 from shared.registry import get_registry
 
 from .conftest import (
@@ -232,17 +232,17 @@ def test_event_before_the_action_report_is_matched_when_the_report_comes(
     assert links(pg_engine, op_id) == [("evt_early", "resource_id", "strong")]
 
 
-def test_late_event_of_a_final_operation_is_stored_linked_and_handed_to_hooks(
+def test_late_event_of_a_watched_verified_operation_is_linked_and_rechecks_it(
     client: TestClient, tenant: Tenant, pg_engine: Engine
 ) -> None:
-    seen: list[tuple[str, str]] = []
-
-    def hook(session: Session, operation: Operation, event: Event, now: datetime) -> None:
-        seen.append((operation.id, event.event_id))
-
-    register_late_event_hook(hook)
     op_id = add_operation(
-        pg_engine, tenant, state="VERIFIED", final=True, verdict="VERIFIED", subject_id="re_V"
+        pg_engine,
+        tenant,
+        state="VERIFIED",
+        final=True,
+        verdict="VERIFIED",
+        subject_id="re_V",
+        watched=True,
     )
     before = load_operation(pg_engine, op_id)
     t = now_s()
@@ -254,12 +254,47 @@ def test_late_event_of_a_final_operation_is_stored_linked_and_handed_to_hooks(
         ),
     )
     assert links(pg_engine, op_id) == [("evt_late", "resource_id", "strong")]
-    assert seen == [(op_id, "evt_late")]
     after = load_operation(pg_engine, op_id)
-    # Not a wake: the verdict stays. The receipts' late-event hook (registered by the app)
-    # schedules one recheck reading of the VERIFIED operation (a new fence, due now).
+    # Not a wake: the verdict stays. The watch schedules one recheck reading of the VERIFIED
+    # operation (a new fence, due now).
     assert (after.fence, after.state) == (before.fence + 1, "VERIFIED")
     assert after.next_observation_at is not None
+
+
+def test_an_unlinked_event_on_the_same_charge_rechecks_a_watched_operation(
+    client: TestClient, tenant: Tenant, pg_engine: Engine
+) -> None:
+    """A second refund's ``refund.created`` carries none of the operation's keys (another
+    refund id, no idempotency key), only the charge: no link, but the watch finds it."""
+    op_id = add_operation(
+        pg_engine,
+        tenant,
+        state="VERIFIED",
+        final=True,
+        verdict="VERIFIED",
+        subject_id="re_V",
+        watched=True,
+    )
+    unwatched = add_operation(
+        pg_engine, tenant, state="VERIFIED", final=True, verdict="VERIFIED", subject_id="re_U"
+    )
+    before = load_operation(pg_engine, op_id)
+    t = now_s()
+    deliver(
+        client,
+        tenant,
+        stripe_event(
+            "evt_other",
+            "refund.created",
+            refund("re_OTHER", status="pending", charge="ch_1", created=t),
+            created=t,
+        ),
+    )
+    assert links(pg_engine, op_id) == []
+    after = load_operation(pg_engine, op_id)
+    assert (after.fence, after.state) == (before.fence + 1, "VERIFIED")
+    assert after.next_observation_at is not None
+    assert load_operation(pg_engine, unwatched).next_observation_at is None
 
 
 def test_other_workspaces_never_correlate(

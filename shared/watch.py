@@ -1,0 +1,156 @@
+"""The watch after VERIFIED: late evidence always reaches a verified operation.
+
+A VERIFIED operation stays watched for the longest worst-case latency of its event channels
+(``worst_case_ms``, from the contract; the contract's timeout when no channel states one),
+counted from the verdict: ``operations.watch_until``. Its webhook channels' key values and
+event types are written to ``watch_keys`` in the transaction that writes the verdict
+(:func:`start_watch`). Every event a correlator takes from the backlog is looked up there by
+the key values it carries, one index probe per key (:func:`rechecks_for_events`): each watched
+operation it names gets a recheck (a new fence due now, the same marker an observation uses),
+whatever the event's correlation links are — a second refund's ``refund.created`` names the
+charge, not the operation.
+
+The decision's evidence locks (``shared.evidence_locks``) make this complete: an event the
+decision did not count committed after the verdict did, so the correlator's look-up, which runs
+after the event committed, sees the watch. When the watch ends the verdict is settled: the
+sweeper deletes the expired rows (:func:`end_expired_watches`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, insert, select, tuple_, update
+from sqlalchemy.orm import Session
+
+from shared.core.contract import Contract
+from shared.core.types import OperationState
+from shared.db.models import Operation, WatchKey
+from shared.db.sql import one_of
+
+__all__ = [
+    "end_expired_watches",
+    "rechecks_for_events",
+    "request_rechecks",
+    "start_watch",
+    "watch_until",
+]
+
+
+def watch_until(contract: Contract, verified_at: datetime) -> datetime:
+    """When the watch of an operation verified at ``verified_at`` ends."""
+    worst = [
+        c.worst_case_ms
+        for c in contract.channels
+        if c.verifier == "webhook" and c.worst_case_ms is not None
+    ]
+    span = max(worst) if worst else contract.timing.timeout_ms
+    return verified_at + timedelta(milliseconds=span)
+
+
+def start_watch(
+    session: Session,
+    op: Operation,
+    keys: Mapping[str, tuple[set[str], set[str]]],
+    *,
+    until: datetime,
+) -> None:
+    """Write the watch keys of ``op`` (``keys``: provider → (values, event types))."""
+    rows = [
+        {
+            "operation_id": op.id,
+            "provider": provider,
+            "value": value,
+            "workspace_id": op.workspace_id,
+            "event_types": " ".join(sorted(types)),
+            "until": until,
+        }
+        for provider, (values, types) in sorted(keys.items())
+        for value in sorted(values)
+    ]
+    if rows:
+        session.execute(delete(WatchKey).where(WatchKey.operation_id == op.id))
+        session.execute(insert(WatchKey), rows)
+
+
+def rechecks_for_events(
+    session: Session,
+    events: Iterable[tuple[str, str, str, Iterable[str]]],
+    *,
+    now: datetime,
+) -> dict[str, set[str]]:
+    """The watched operations that events name: ``events`` are (workspace, provider, type,
+    key values); returns operation id → the types of the events that named it."""
+    wanted: dict[tuple[str, str, str], set[str]] = {}
+    for workspace_id, provider, event_type, values in events:
+        for value in values:
+            if value:
+                wanted.setdefault((workspace_id, provider, value), set()).add(event_type)
+    if not wanted:
+        return {}
+    found: dict[str, set[str]] = {}
+    keys = sorted(wanted)
+    for start in range(0, len(keys), 500):
+        chunk = keys[start : start + 500]
+        rows = session.execute(
+            select(
+                WatchKey.operation_id,
+                WatchKey.workspace_id,
+                WatchKey.provider,
+                WatchKey.value,
+                WatchKey.event_types,
+            ).where(
+                tuple_(WatchKey.workspace_id, WatchKey.provider, WatchKey.value).in_(chunk),
+                WatchKey.until > now,
+            )
+        ).all()
+        for row in rows:
+            types = set(row.event_types.split())
+            named = wanted[(row.workspace_id, row.provider, row.value)] & types
+            if named:
+                found.setdefault(row.operation_id, set()).update(named)
+    return found
+
+
+def request_rechecks(
+    session: Session, operation_ids: Iterable[str], *, now: datetime
+) -> list[tuple[str, int]]:
+    """Schedule a recheck of each watched VERIFIED operation now (a new fence); returns the
+    ``(operation id, fence)`` pairs to dispatch after commit. The rechecks' backoff starts
+    again (``operations.rechecks``)."""
+    ids = sorted(set(operation_ids))
+    if not ids:
+        return []
+    moved = session.execute(
+        update(Operation)
+        .where(
+            one_of(session, Operation.id, ids),
+            Operation.state == OperationState.VERIFIED.value,
+            Operation.watch_until > now,
+        )
+        .values(fence=Operation.fence + 1, next_observation_at=now, enqueued_at=now, rechecks=0)
+        .returning(Operation.id, Operation.fence)
+        .execution_options(synchronize_session=False)
+    ).all()
+    return sorted((str(op_id), int(fence)) for op_id, fence in moved)
+
+
+def end_expired_watches(session: Session, *, now: datetime, limit: int = 1000) -> int:
+    """Delete up to ``limit`` watch keys whose watch has ended; how many were deleted."""
+    expired = [
+        (row.operation_id, row.provider, row.value)
+        for row in session.execute(
+            select(WatchKey.operation_id, WatchKey.provider, WatchKey.value)
+            .where(WatchKey.until <= now)
+            .limit(limit)
+        ).all()
+    ]
+    if not expired:
+        return 0
+    session.execute(
+        delete(WatchKey)
+        .where(tuple_(WatchKey.operation_id, WatchKey.provider, WatchKey.value).in_(expired))
+        .execution_options(synchronize_session=False)
+    )
+    return len(expired)

@@ -44,7 +44,9 @@ __all__ = [
     "Scenario",
     "ScenarioFailed",
     "System",
+    "Workspace",
     "explain",
+    "open_workspace",
     "run_scenarios",
     "scenario_names",
     "write_short_timing_skill",
@@ -139,6 +141,7 @@ class Workspace:
     id: str
     api_key: str
     sandbox: Sandbox
+    webhook_secret: str = ""  # the sandbox endpoint's whsec_ secret (to sign events in tests)
 
 
 class Agent:
@@ -522,7 +525,7 @@ async def _run_entitlement(system: System, sink: ProgressSink) -> Outcome:
                 )
                 url = stack.enter_context(run_app(app))
                 apps[variant] = (app, url)
-                workspace = await _open_workspace(system, sandbox, f"demo-entitlement-{variant}")
+                workspace = await open_workspace(system, sandbox, f"demo-entitlement-{variant}")
                 await asyncio.to_thread(partial(system.connect_http, workspace.id, base_url=url))
                 agent = Agent(name, system.api_url, workspace, sink)
                 agents.append(agent)
@@ -802,7 +805,7 @@ def explain(op: Mapping[str, Any]) -> str:
     return str(explanation or reason or "")
 
 
-async def _open_workspace(system: System, sandbox: Sandbox, name: str) -> Workspace:
+async def open_workspace(system: System, sandbox: Sandbox, name: str) -> Workspace:
     workspace_id, api_key = await asyncio.to_thread(system.create_workspace, name)
     async with httpx.AsyncClient(
         base_url=sandbox.base_url,
@@ -818,16 +821,17 @@ async def _open_workspace(system: System, sandbox: Sandbox, name: str) -> Worksp
         )
     if response.status_code != 200:
         raise ScenarioFailed(f"cannot register the webhook endpoint: {response.text[:300]}")
+    secret = str(response.json()["secret"])
     await asyncio.to_thread(
         partial(
             system.connect_stripe,
             workspace_id,
-            webhook_secret=response.json()["secret"],
+            webhook_secret=secret,
             api_key=sandbox.api_key,
             base_url=sandbox.base_url,
         )
     )
-    return Workspace(workspace_id, api_key, sandbox)
+    return Workspace(workspace_id, api_key, sandbox, secret)
 
 
 async def _verify_receipt(api: httpx.AsyncClient, op_id: str) -> tuple[bool, str]:
@@ -925,14 +929,14 @@ async def run_scenarios(
     setups: dict[str, Awaitable[Workspace]] = {}
     shared_ws: asyncio.Task[Workspace] | None = None
     if shared_sandbox is not None:
-        shared_ws = asyncio.ensure_future(_open_workspace(system, shared_sandbox, "demo"))
+        shared_ws = asyncio.ensure_future(open_workspace(system, shared_sandbox, "demo"))
     for s in scenarios:
         if s.custom is not None:
             continue
         if s.own_sandbox:
             sandbox = await asyncio.to_thread(system.new_sandbox)
             setups[s.name] = asyncio.ensure_future(
-                _open_workspace(system, sandbox, f"demo-{s.name}")
+                open_workspace(system, sandbox, f"demo-{s.name}")
             )
         else:
             assert shared_ws is not None

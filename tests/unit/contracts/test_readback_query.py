@@ -20,9 +20,11 @@ from shared.core.contract import (
     canonical_json,
     contract_hash,
 )
+from shared.core.engine import decide
 from shared.core.expressions import EvaluationContext, fill_query
 from shared.core.lint import lint_contract, validate_contract
 from shared.core.render import render_page
+from shared.core.types import Observation, ObservationStatus, OperationFacts
 from tests.unit.contracts.helpers import (
     CREATED,
     CREATED_1_1,
@@ -343,3 +345,118 @@ def test_the_page_shows_a_query_without_paging() -> None:
         "`expand` = `charge` | 250 ms |"
     ) in page
     assert "every page read" not in page
+
+
+# --------------------------------------------------------------------------- 1.1.0's decisions
+
+
+T0 = datetime(2026, 12, 1, 12, 0, 0, 250_000, tzinfo=UTC)
+NOW = T0 + timedelta(seconds=6)
+
+
+def _facts() -> OperationFacts:
+    return OperationFacts(
+        id="op_1",
+        created_at=T0,
+        input={"charge": "ch_1", "amount": 2000, "currency": "usd"},
+        action_result={"id": "re_ours", "status": "pending"},
+        action_reported_at=T0 + timedelta(seconds=1),
+        action_phase="result",
+        deadline=T0 + timedelta(days=7),
+    )
+
+
+def _refund_body(ident: str, status: str = "succeeded") -> dict[str, Any]:
+    created = int(T0.timestamp()) + 1
+    return {
+        "id": ident,
+        "object": "refund",
+        "charge": "ch_1",
+        "amount": 2000,
+        "currency": "usd",
+        "status": status,
+        "created": created,
+    }
+
+
+def _listing(*ids: str) -> dict[str, Any]:
+    data = [_refund_body(i) for i in ids]
+    return {"object": "list", "data": data, "has_more": False, "count": len(data)}
+
+
+def _events(count: int) -> dict[str, Any]:
+    return {"events": [], "count": count, "latest": None, "earliest": None, "types": []}
+
+
+def _decision(
+    path: Any,
+    *,
+    listing: Observation | None,
+    succeeded_events: int = 1,
+    created_events: int = 1,
+    status: str = "succeeded",
+) -> tuple[str, str, bool]:
+    contract = Contract.model_validate(contract_data(path))
+    observations = [
+        Observation("refund_readback", NOW, ObservationStatus.OK, _refund_body("re_ours", status)),
+        Observation("refund_created_events", NOW, ObservationStatus.OK, _events(created_events)),
+    ]
+    if contract.channel("refund_succeeded_events") is not None:
+        observations.append(
+            Observation(
+                "refund_succeeded_events", NOW, ObservationStatus.OK, _events(succeeded_events)
+            )
+        )
+    if listing is not None:
+        observations.append(listing)
+    decision = decide(contract, _facts(), observations, NOW)
+    return decision.verdict.value, decision.reason, decision.final
+
+
+def _listed(*ids: str, at: datetime = NOW) -> Observation:
+    return Observation("charge_refunds", at, ObservationStatus.OK, _listing(*ids))
+
+
+BOTH_1_1 = pytest.mark.parametrize(
+    "path", [SUCCEEDED_1_1, CREATED_1_1], ids=["succeeded", "created"]
+)
+
+
+@BOTH_1_1
+def test_a_second_refund_seen_by_readback_alone_contradicts(path: Any) -> None:
+    # Not one event about the second refund: refund_created_events still counts one.
+    outcome = _decision(path, listing=_listed("re_other", "re_ours"), created_events=1)
+    assert outcome == ("CONTRADICTED", "duplicate_refund_by_readback", True)
+    none_at_all = _decision(
+        path, listing=_listed("re_other", "re_ours"), created_events=0, succeeded_events=0
+    )
+    assert none_at_all == ("CONTRADICTED", "duplicate_refund_by_readback", True)
+
+
+@BOTH_1_1
+def test_one_refund_listed_verifies_as_1_0_0_did(path: Any) -> None:
+    assert _decision(path, listing=_listed("re_ours")) == ("VERIFIED", "all_conditions_hold", True)
+
+
+@BOTH_1_1
+def test_without_a_usable_listing_nothing_verifies(path: Any) -> None:
+    assert _decision(path, listing=None)[0] == "PENDING"
+    unavailable = Observation("charge_refunds", NOW, ObservationStatus.UNAVAILABLE)
+    assert _decision(path, listing=unavailable)[:2] == ("UNVERIFIABLE", "evidence_unavailable")
+    too_many = Observation("charge_refunds", NOW, ObservationStatus.ERROR)
+    assert _decision(path, listing=too_many)[0] != "VERIFIED"
+    stale = _listed("re_ours", at=NOW - timedelta(seconds=11))
+    assert _decision(path, listing=stale)[:2] == ("PENDING", "stale_reading")
+
+
+def test_1_0_0_under_the_same_readings_still_verifies_a_duplicate_it_has_no_event_for() -> None:
+    # Why 1.1.0 exists: 1.0.0 reads no listing, and sees the duplicate only by its event.
+    outcome = _decision(SUCCEEDED, listing=None, created_events=1)
+    assert outcome == ("VERIFIED", "all_conditions_hold", True)
+
+
+def test_no_events_at_all_and_one_refund_stays_pending_under_succeeded_1_1_0() -> None:
+    outcome = _decision(
+        SUCCEEDED_1_1, listing=_listed("re_ours"), created_events=0, succeeded_events=0
+    )
+    assert outcome == ("PENDING", "awaiting_evidence", False)

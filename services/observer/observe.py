@@ -37,10 +37,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from services.observer.connections import Readback, readback_of
-from services.observer.http_verifier import read_http
+from services.observer.http_verifier import read_http, read_http_list
 from shared.contract_cache import cached_contract_for
+from shared.core.contract import Channel, Contract
 from shared.core.engine import build_context
-from shared.core.expressions import fill_path_template
+from shared.core.expressions import EvaluationContext, fill_path_template, fill_query
 from shared.core.types import ObservationStatus, OperationState
 from shared.db.models import Connection, Observation, Operation
 from shared.db.session import get_engine, read_connection, session_scope
@@ -74,6 +75,22 @@ class _HttpJob:
     channel: str
     path: str | None
     provider: str = ""  # the channel's provider, whose connection the readback uses
+    query: str | None = ""  # the filled, encoded query string; None when a value is unknown
+    max_pages: int | None = None  # a paged list (``paginate``): read every page, at most this
+
+
+def _http_job(channel: Channel, contract: Contract, context: EvaluationContext) -> _HttpJob:
+    """What one http channel reads for this operation: its path and query filled."""
+    http = channel.http
+    if http is None:
+        return _HttpJob(channel.name, None, channel.provider_of(contract))
+    return _HttpJob(
+        channel.name,
+        fill_path_template(http.path, context),
+        channel.provider_of(contract),
+        query=fill_query(http.query, context),
+        max_pages=http.paginate.max_pages if http.paginate is not None else None,
+    )
 
 
 _OPS = cast(Table, Operation.__table__)
@@ -230,6 +247,8 @@ class Observer:
             readback = readbacks.get(job.provider, "no_connection")
             if job.path is None:
                 readings.append(self._failed(job.channel, "path_unresolved"))
+            elif job.query is None:
+                readings.append(self._failed(job.channel, "query_unresolved"))
             elif isinstance(readback, str):
                 readings.append(self._failed(job.channel, readback))
             else:
@@ -240,15 +259,7 @@ class Observer:
                         return ObserveOutcome.RATE_LIMITED
                     if wait > 0:
                         self.sleep(wait)
-                readings.append(
-                    read_http(
-                        self.http,
-                        channel=job.channel,
-                        target=readback.target,
-                        path=job.path,
-                        clock=self.clock,
-                    )
-                )
+                readings.append(self._read(job, job.path, job.query, readback))
         try:
             outcome = self._store(operation_id, fence, readings)
         except IntegrityError:
@@ -291,6 +302,39 @@ class Observer:
                 self._readers.shutdown(wait=False)
                 self._readers = None
 
+    def _read(self, job: _HttpJob, path: str, query: str, readback: Readback) -> Reading:
+        if job.max_pages is None:
+            return read_http(
+                self.http,
+                channel=job.channel,
+                target=readback.target,
+                path=path,
+                clock=self.clock,
+                query=query,
+            )
+
+        def pace() -> str | None:
+            # Every page after the first takes its own token of the connection's rate limit.
+            if not readback.rate_per_s:
+                return None
+            wait = self.limiter.reserve(readback.bucket_key, rate_per_s=readback.rate_per_s)
+            if wait > MAX_INLINE_WAIT_S:
+                return "rate_limited"
+            if wait > 0:
+                self.sleep(wait)
+            return None
+
+        return read_http_list(
+            self.http,
+            channel=job.channel,
+            target=readback.target,
+            path=path,
+            query=query,
+            max_pages=job.max_pages,
+            clock=self.clock,
+            before_page=pace,
+        )
+
     def _already_observed(self, operation_id: str) -> ObserveOutcome:
         # The current fence was read already: this is a redelivery or a sweeper re-send. The
         # evaluate that followed the reading may be the message that was lost; evaluating again
@@ -324,11 +368,7 @@ class Observer:
             contract = cached_contract_for(Session(bind=connection), op)
         context = build_context(contract, facts_for(op))
         jobs = [
-            _HttpJob(
-                channel.name,
-                fill_path_template(channel.http.path, context) if channel.http else None,
-                channel.provider_of(contract),
-            )
+            _http_job(channel, contract, context)
             for channel in contract.channels
             if channel.verifier == "http"
         ]

@@ -40,6 +40,7 @@ __all__ = [
     "NegativeCondition",
     "OnTimeout",
     "Operator",
+    "Paginate",
     "Rejection",
     "Skill",
     "Source",
@@ -133,11 +134,41 @@ class EvidenceRequirements(_Model):
     minimum_channels: StrictInt = Field(ge=1)
 
 
+class Paginate(_Model):
+    """How a list readback follows its pages. ``stripe_list``: while the page says
+    ``has_more``, read the next one with ``starting_after=<id of the page's last item>``; more
+    than ``max_pages`` pages make the reading an error (never a partial list)."""
+
+    style: Literal["stripe_list"]
+    max_pages: StrictInt = 10
+
+
+QueryValue = StrictStr | StrictInt
+
+
 class HttpVerifier(_Model):
-    """A readback: the path template holds ``{$expr}`` placeholders, filled URL-encoded."""
+    """A readback: the path template holds ``{$expr}`` placeholders, filled URL-encoded.
+
+    ``query`` maps query parameter names to an expression or a literal, each filled like a
+    placeholder (a time as whole epoch seconds, rounded down) and URL-encoded; ``paginate``
+    reads every page of a list endpoint into one document.
+    """
 
     method: Literal["GET"] = "GET"
     path: StrictStr
+    query: dict[StrictStr, QueryValue] = Field(default_factory=dict)
+    paginate: Paginate | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Without a query or paging a readback serialises exactly as before these fields
+        # existed, so the canonical JSON (and the hash) of such contracts did not change.
+        data: dict[str, Any] = handler(self)
+        if not data.get("query"):
+            data.pop("query", None)
+        if data.get("paginate") is None:
+            data.pop("paginate", None)
+        return data
 
 
 class MatchRule(_Model):

@@ -17,14 +17,15 @@ literals and pass through unchanged; a list may mix literals and expressions.
 
 :func:`fill_path_template` fills an http verifier's path such as
 ``/v1/refunds/{$correlation.refund_id}`` with URL-encoded values, or returns ``None`` when a
-placeholder cannot be filled safely.
+placeholder cannot be filled safely; :func:`fill_query` does the same for its query
+parameters (``charge=ch_…&created%5Bgte%5D=1764620000``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from functools import lru_cache
 from typing import Any, Final
@@ -46,6 +47,7 @@ __all__ = [
     "compile_operand",
     "compile_path_template",
     "fill_path_template",
+    "fill_query",
     "is_expression",
     "resolve",
 ]
@@ -68,6 +70,7 @@ _EXPR_RE: Final = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z0-9_\-]+)
 _PLACEHOLDER_RE: Final = re.compile(r"\{([^{}]*)\}")
 _MISSING: Final = object()
 _NO_DOC: Final = object()
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class EvaluationContext:
@@ -380,3 +383,29 @@ def fill_path_template(template: str, context: EvaluationContext) -> str | None:
     A value fills a placeholder only when it is a non-empty string or an integer.
     """
     return compile_path_template(template).fill(context)
+
+
+def fill_query(query: Mapping[str, Any], context: EvaluationContext) -> str | None:
+    """The query string of a readback: every value (an expression or a literal) filled, names
+    and values URL-encoded, sorted by name; ``None`` when a value cannot be filled.
+
+    A value fills a parameter when it is a non-empty string, an integer, or a time. A time is
+    written as whole epoch seconds rounded *down*: the providers' list filters take seconds,
+    and ``created[gte]`` with the second in which the operation began is an inclusive lower
+    bound that leaves out nothing made since the operation (it may take in something made
+    earlier in that same second: the conservative side for a search for duplicates).
+    """
+    parts: list[str] = []
+    for name in sorted(query):
+        text = _query_value(compile_operand(query[name]).resolve(context))
+        if text is None:
+            return None
+        parts.append(f"{quote(name, safe='')}={quote(text, safe='')}")
+    return "&".join(parts)
+
+
+def _query_value(value: Any) -> str | None:
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return str((moment - _EPOCH) // timedelta(seconds=1))  # floor, exact (no float)
+    return _path_value(value)

@@ -18,6 +18,9 @@ Checked on a contract:
   expressions; ``time_after``/``time_before`` time expressions or ISO-8601 / epoch literals;
   ``exists`` no operand or a bool;
 - a channel's own ``provider`` (optional; default the skill's) is a provider id;
+- an http readback's ``query`` values are expressions a path could hold (never
+  ``$observed``, never a boolean) or non-empty literals; ``paginate`` reads with GET, takes
+  ``max_pages`` from 1 to 100 and leaves the cursor parameters to the pager;
 - levels, channel verifiers and their parameters, evidence requirements that the completion
   conditions can actually meet, correlation assurance;
 - timing: positive values, backoff maximum ≥ poll interval, stale window > 0,
@@ -38,7 +41,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from shared.core.contract import Contract, MatchRule, Operator
+from shared.core.contract import Contract, HttpVerifier, MatchRule, Operator
 from shared.core.skill import SkillManifest
 
 __all__ = [
@@ -61,6 +64,7 @@ _ORDERED = {Operator.GT, Operator.GTE, Operator.LT, Operator.LTE}
 _TIME = {Operator.TIME_AFTER, Operator.TIME_BEFORE}
 _LIST = {Operator.IN, Operator.NOT_IN}
 _CHANNEL_LEVEL = {"http": "E2", "webhook": "E3"}
+_CURSOR_PARAMS = ("starting_after", "ending_before")
 
 RESERVED_REASONS = frozenset(
     {
@@ -370,6 +374,7 @@ class _ContractLinter:
                     self.err(f"{where}.http", "an http channel needs its http parameters")
                 else:
                     self._http_path(f"{where}.http.path", ch.http.path)
+                    self._http_query(f"{where}.http", ch.http)
                 if ch.webhook is not None:
                     self.err(f"{where}.webhook", "an http channel takes no webhook parameters")
             else:
@@ -554,6 +559,34 @@ class _ContractLinter:
             self._expr(field, inner)
             if inner.split(".")[0] == "$observed":
                 self.err(field, f"a readback path cannot depend on observations ({inner})")
+
+    def _http_query(self, field: str, http: HttpVerifier) -> None:
+        """``query`` values are expressions the path could hold, or plain literals; ``paginate``
+        reads a list with GET, within 1..100 pages, and owns its cursor parameters."""
+        for name, value in http.query.items():
+            qfield = f"{field}.query.{name}"
+            if not name.strip() or name != name.strip():
+                self.err(f"{field}.query", f"query parameter name {name!r} is empty or padded")
+            if isinstance(value, str) and value.startswith("$"):
+                self._expr(qfield, value)
+                if value.split(".")[0] == "$observed":
+                    self.err(qfield, f"a readback query cannot depend on observations ({value})")
+                elif _EXPR.match(value) and self._type(value) == "boolean":
+                    self.err(qfield, f"{value} is a boolean, which does not fill a query value")
+            elif value == "":
+                self.err(qfield, "an empty literal: leave the parameter out instead")
+            if http.paginate is not None and name in _CURSOR_PARAMS:
+                self.err(
+                    qfield,
+                    f"the pager sets the cursor itself ({http.paginate.style} pages with "
+                    "starting_after); leave it out of the query",
+                )
+        if http.paginate is not None:
+            pages = http.paginate.max_pages
+            if not 1 <= pages <= 100:
+                self.err(f"{field}.paginate.max_pages", f"must be from 1 to 100, got {pages}")
+            if http.method != "GET":
+                self.err(f"{field}.paginate", f"pages are read with GET, not {http.method}")
 
     def _operands(
         self, where: str, path: str, op: Operator, value: Any, *, in_match: bool = False

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from shared.core.contract import Channel, Contract, MatchRule, contract_hash
+from shared.core.contract import Channel, Contract, HttpVerifier, MatchRule, contract_hash
 
 __all__ = ["format_duration_ms", "format_value", "render_page"]
 
@@ -134,11 +134,7 @@ def render_page(
         (
             _code(ch.name),
             (f"provider {_code(ch.provider)}: " if ch.provider is not None else "")
-            + (
-                _verifier_params(ch.http.method, ch.http.path)
-                if ch.http is not None
-                else _webhook_params(ch)
-            ),
+            + (_readback_params(ch.http) if ch.http is not None else _webhook_params(ch)),
             _ms_or_dash(ch.typical_latency_ms),
             _ms_or_dash(ch.worst_case_ms),
             _ms_or_dash(ch.freshness_ms),
@@ -372,6 +368,22 @@ def _constraint(minimum: int | None, pattern: str | None) -> str:
 
 def _verifier_params(method: str, path: str) -> str:
     return _code(f"{method} {path}")
+
+
+def _readback_params(http: HttpVerifier) -> str:
+    """``GET path``, then the query parameters and the paging, when the readback has them."""
+    text = _verifier_params(http.method, http.path)
+    if http.query:
+        text += " with " + ", ".join(
+            f"{_code(name)} = {_code(format_value(http.query[name]))}"
+            for name in sorted(http.query)
+        )
+    if http.paginate is not None:
+        text += (
+            f", every page read ({_code(http.paginate.style)}, "
+            f"at most {http.paginate.max_pages} pages, more is an error)"
+        )
+    return text
 
 
 def _webhook_params(ch: Channel) -> str:

@@ -13,6 +13,9 @@ CONTRACTS = REPO_ROOT / "contracts"
 STRIPE = CONTRACTS / "stripe"
 SUCCEEDED = STRIPE / "refund.succeeded.yaml"
 CREATED = STRIPE / "refund.created.yaml"
+SUCCEEDED_1_1 = STRIPE / "refund.succeeded.v1.1.0.yaml"
+CREATED_1_1 = STRIPE / "refund.created.v1.1.0.yaml"
+"""1.1.0 adds the readback of the charge's refunds (``charge_refunds``) to 1.0.0's rows."""
 
 
 def load_yaml(path: Path) -> Any:

@@ -11,20 +11,24 @@ from typer.testing import CliRunner
 
 from services.cli.main import app
 from shared.core.contract import Contract, contract_hash
-from tests.unit.contracts.helpers import SUCCEEDED, contract_data
+from tests.unit.contracts.helpers import SUCCEEDED, SUCCEEDED_1_1, contract_data
 
 runner = CliRunner()
 
 
-def test_show_prints_the_contract_with_its_hash() -> None:
-    result = runner.invoke(app, ["contracts", "show", "stripe.refund.succeeded"])
+@pytest.mark.parametrize(
+    ("version", "file"), [(None, SUCCEEDED_1_1), ("1.1.0", SUCCEEDED_1_1), ("1.0.0", SUCCEEDED)]
+)
+def test_show_prints_the_contract_with_its_hash(version: str | None, file: Path) -> None:
+    args = ["contracts", "show", "stripe.refund.succeeded"]
+    result = runner.invoke(app, args + (["--version", version] if version else []))
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    expected = contract_hash(Contract.model_validate(contract_data(SUCCEEDED)))
+    expected = contract_hash(Contract.model_validate(contract_data(file)))
     assert doc["hash"] == expected
     assert doc["id"] == "stripe.refund.succeeded"
     assert doc["loaded"]["certification"] == "community"
-    assert doc["loaded"]["file"].endswith("contracts/stripe/refund.succeeded.yaml")
+    assert doc["loaded"]["file"].endswith(f"contracts/stripe/{file.name}")
     body = {k: v for k, v in doc.items() if k not in ("hash", "loaded")}
     assert contract_hash(Contract.model_validate(body)) == expected
 
@@ -54,7 +58,7 @@ def test_hash_of_a_file(tmp_path: Path) -> None:
 def test_render_prints_the_page_and_writes_a_file(tmp_path: Path) -> None:
     result = runner.invoke(app, ["contracts", "render", "stripe.refund.succeeded"])
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("# stripe.refund.succeeded 1.0.0\n")
+    assert result.stdout.startswith("# stripe.refund.succeeded 1.1.0\n")  # the newest
     assert "| Skill | [Stripe 0.1.0](/verify/stripe) |" in result.stdout
     out = tmp_path / "page.md"
     result = runner.invoke(
@@ -72,7 +76,9 @@ def test_list() -> None:
     assert [line.split("\t")[:2] for line in lines] == [
         ["app.entitlement.revoked", "1.0.0"],
         ["stripe.refund.created", "1.0.0"],
+        ["stripe.refund.created", "1.1.0"],
         ["stripe.refund.succeeded", "1.0.0"],
+        ["stripe.refund.succeeded", "1.1.0"],
     ]
 
 

@@ -388,9 +388,10 @@ def test_manifest_is_recognised_and_lints_clean() -> None:
 def test_manifest_hash_mismatch_and_missing_file_are_named() -> None:
     data = _manifest()
     files: dict[str, bytes | None] = {
-        "refund.succeeded.yaml": SUCCEEDED.read_bytes() + b"\n",
-        "refund.created.yaml": None,
+        e["file"]: (STRIPE / e["file"]).read_bytes() for e in data["contracts"]
     }
+    files["refund.succeeded.yaml"] = SUCCEEDED.read_bytes() + b"\n"
+    files["refund.created.yaml"] = None
     errors = lint_skill_manifest(data, file="skill.yaml", files=files)
     assert [(e.field, e.subject) for e in errors] == [
         ("contracts[0].sha256", "skill stripe 0.1.0"),
@@ -429,7 +430,7 @@ def test_cli_lint_shipped_contracts_exits_0(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.chdir(CONTRACTS.parent)
     result = runner.invoke(app, ["contracts", "lint"])
     assert result.exit_code == 0, result.output
-    assert "ok: 5 files (3 contract(s), 2 skill manifest(s))" in result.output
+    assert "ok: 7 files (5 contract(s), 2 skill manifest(s))" in result.output
     result = runner.invoke(app, ["contracts", "lint", str(CONTRACTS)])
     assert result.exit_code == 0, result.output
 

@@ -96,6 +96,8 @@ def test_shipped_skill_verifies_with_the_project_key() -> None:
     assert {e.file for e in check.manifest.contracts} == {
         "refund.succeeded.yaml",
         "refund.created.yaml",
+        "refund.succeeded.v1.1.0.yaml",
+        "refund.created.v1.1.0.yaml",
     }
 
 
@@ -200,7 +202,9 @@ def test_contract_that_does_not_lint_is_refused_even_when_signed(tmp_path: Path)
 
 def _skill_with_version(root: Path, version: str, key: Ed25519PrivateKey) -> Path:
     skill = copy_skill(root / f"stripe-{version}")
-    (skill / "refund.created.yaml").unlink()
+    for other in skill.glob("*.yaml"):
+        if other.name not in ("skill.yaml", "refund.succeeded.yaml"):
+            other.unlink()
     edit_yaml(skill / "skill.yaml", {"contracts": [{"file": "refund.succeeded.yaml"}]})
     edit_yaml(skill / "refund.succeeded.yaml", {"version": version})
     sign_skill(skill, key)
@@ -209,15 +213,15 @@ def _skill_with_version(root: Path, version: str, key: Ed25519PrivateKey) -> Pat
 
 def test_versions_side_by_side_and_get_picks_the_newest(tmp_path: Path) -> None:
     key = Ed25519PrivateKey.generate()
-    _skill_with_version(tmp_path, "1.1.0", key)
+    _skill_with_version(tmp_path, "1.2.0", key)
     registry = load_registry([SHIPPED_CONTRACTS_DIR, tmp_path], trusted_keys=keys_with(key))
-    assert registry.versions("stripe.refund.succeeded") == ["1.0.0", "1.1.0"]
-    assert registry.get("stripe.refund.succeeded").version == "1.1.0"
+    assert registry.versions("stripe.refund.succeeded") == ["1.0.0", "1.1.0", "1.2.0"]
+    assert registry.get("stripe.refund.succeeded").version == "1.2.0"
     old = registry.entry("stripe.refund.succeeded", "1.0.0")
     assert old.contract.version == "1.0.0"
     assert registry.by_hash(old.hash) is old
     with pytest.raises(
-        ContractNotFoundError, match=r"no version 2\.0\.0 \(loaded: 1\.0\.0, 1\.1\.0\)"
+        ContractNotFoundError, match=r"no version 2\.0\.0 \(loaded: 1\.0\.0, 1\.1\.0, 1\.2\.0\)"
     ):
         registry.get("stripe.refund.succeeded", "2.0.0")
     with pytest.raises(ContractNotFoundError, match="unknown contract"):
@@ -249,7 +253,7 @@ def test_conflicting_files_are_refused_naming_both(tmp_path: Path) -> None:
 def test_identical_copies_are_not_a_conflict(tmp_path: Path) -> None:
     copy_skill(tmp_path / "stripe-copy")
     registry = load_registry([SHIPPED_CONTRACTS_DIR, tmp_path], trusted_keys=shipped_keys())
-    assert registry.versions("stripe.refund.succeeded") == ["1.0.0"]
+    assert registry.versions("stripe.refund.succeeded") == ["1.0.0", "1.1.0"]
 
 
 def test_settings_supply_the_paths_and_the_trusted_keys(tmp_path: Path) -> None:
@@ -262,7 +266,7 @@ def test_settings_supply_the_paths_and_the_trusted_keys(tmp_path: Path) -> None:
         allow_unsigned_skills=False,
     )
     registry = load_registry(settings=settings)
-    assert registry.versions("stripe.refund.succeeded") == ["1.0.0", "2.0.0"]
+    assert registry.versions("stripe.refund.succeeded") == ["1.0.0", "1.1.0", "2.0.0"]
     with pytest.raises(RegistryError) as exc:
         load_registry(settings=Settings(contract_paths=str(tmp_path / "extra")))
     assert "not a trusted publisher key" in _problems(exc)
@@ -309,7 +313,7 @@ def test_cli_keygen_sign_verify(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["skills", "verify", str(skill), "--key", str(pub)])
     assert result.exit_code == 0, result.output
-    assert "ok: skill stripe 0.1.0, 2 contract file(s)" in result.output
+    assert "ok: skill stripe 0.1.0, 4 contract file(s)" in result.output
 
     with (skill / "refund.created.yaml").open("ab") as fh:
         fh.write(b" ")

@@ -9,6 +9,10 @@ Prose columns — Meaning, Description and Reason — are only required to be no
 project writes its own prose, so those sentences differ from the seed's on purpose (and a
 test below makes sure they do). The render also has rows the seed lacks, such as the currency
 conditions; that is fine.
+
+Both shipped versions are checked: 1.0.0 (the seed's contract) and 1.1.0, which adds the
+readback of the charge's refunds and must keep every row of the seed (its Version row aside,
+which names its own version).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from shared.registry import SHIPPED_CONTRACTS_DIR, SHIPPED_KEYS_DIR, load_regist
 from shared.skills import load_trusted_keys
 from tests.unit.contracts.helpers import REPO_ROOT
 
+VERSIONS = ("1.0.0", "1.1.0")
 SEED_PAGE = REPO_ROOT.parent / "shared" / "seeds" / "000_2965d0570c4e3818.txt"
 PROSE_COLUMNS = {"Meaning", "Description", "Reason"}
 
@@ -58,13 +63,13 @@ def _seed_text() -> str:
     return SEED_PAGE.read_text(encoding="utf-8")
 
 
-def _render() -> str:
+def _render(version: str = "1.0.0") -> str:
     registry = load_registry(
         [SHIPPED_CONTRACTS_DIR],
         trusted_keys=load_trusted_keys([SHIPPED_KEYS_DIR]),
         allow_unsigned=False,
     )
-    entry = registry.entry("stripe.refund.succeeded")
+    entry = registry.entry("stripe.refund.succeeded", version)
     return render_page(
         entry.contract,
         digest=entry.hash,
@@ -81,9 +86,10 @@ def test_seed_page_has_the_tables_this_test_relies_on() -> None:
     assert len(headers) == 8
 
 
-def test_every_seed_row_is_in_the_render() -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_seed_row_is_in_the_render(version: str) -> None:
     seed_tables = parse_tables(_seed_text())
-    render_tables = parse_tables(_render())
+    render_tables = parse_tables(_render(version))
     checked = 0
     for header, seed_rows in seed_tables:
         candidates = [rows for h, rows in render_tables if h == header]
@@ -98,21 +104,25 @@ def test_every_seed_row_is_in_the_render() -> None:
             for column, want, got in zip(header, seed_row, row, strict=True):
                 if column in PROSE_COLUMNS:
                     assert got, f"{seed_row[0]}: empty {column}"
+                elif seed_row[0] == "Version" and column == "Value":
+                    assert got == f"`{version}`"
                 else:
                     assert got == want, f"{seed_row[0]} / {column}: {got!r} != {want!r}"
             checked += 1
     assert checked >= 30  # identity, subject, correlation, channels, conditions, rules, timing
 
 
-def test_hash_row_shows_sixteen_hex_digits_of_our_hash() -> None:
-    rows = dict(next(rows for h, rows in parse_tables(_render()) if h == ("Fact", "Value")))
+@pytest.mark.parametrize("version", VERSIONS)
+def test_hash_row_shows_sixteen_hex_digits_of_our_hash(version: str) -> None:
+    rows = dict(next(rows for h, rows in parse_tables(_render(version)) if h == ("Fact", "Value")))
     assert re.fullmatch(r"`[0-9a-f]{16}`", rows["Hash"])
 
 
-def test_prose_is_the_projects_own() -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_prose_is_the_projects_own(version: str) -> None:
     """No Meaning / Description / Reason cell repeats the seed's sentence."""
     seed = parse_tables(_seed_text())
-    render = parse_tables(_render())
+    render = parse_tables(_render(version))
     for header, seed_rows in seed:
         prose = [i for i, column in enumerate(header) if column in PROSE_COLUMNS]
         render_rows = {r[0]: r for h, rows in render if h == header for r in rows}
@@ -132,9 +142,10 @@ def test_render_has_the_extra_currency_rows_and_the_derived_answers() -> None:
     assert "604800000 ms (7 days)" in page
 
 
-def test_sources_list_every_seed_source() -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_sources_list_every_seed_source(version: str) -> None:
     seed_sources = [line for line in _seed_text().splitlines() if line.startswith("- `stripe.")]
-    page = _render().splitlines()
+    page = _render(version).splitlines()
     assert len(seed_sources) == 9
     for line in seed_sources:
         assert line in page
@@ -164,3 +175,31 @@ def test_render_shows_the_certification_it_is_given() -> None:
     page = render_page(contract, certification="unsigned")
     assert "| Certification | Unsigned |" in page
     assert "| Skill | [Stripe 0.1.0](/verify/stripe) |" in page
+
+
+def test_the_1_1_0_page_shows_the_listing_of_the_charge_and_its_conditions() -> None:
+    tables = parse_tables(_render("1.1.0"))
+    reads = {row[0]: row[1] for h, rows in tables if h[:2] == ("Channel", "Reads") for row in rows}
+    assert reads["`charge_refunds`"] == (
+        "`GET /v1/refunds` with `charge` = `$input.charge`, "
+        "`created[gte]` = `$operation.created_at`, `limit` = `100`, "
+        "every page read (`stripe_list`, at most 10 pages, more is an error)"
+    )
+    negative = {
+        row[0]: row for h, rows in tables if h[:2] == ("Condition", "Class") for row in rows
+    }
+    assert negative["`duplicate_refund_by_readback`"][1] == "duplicate side effect"
+    assert negative["`duplicate_refund_by_readback`"][3:] == (
+        "`$observed.charge_refunds.count`",
+        "`gt`",
+        "`1`",
+    )
+    completion = {
+        row[0]: row for h, rows in tables if h[:2] == ("Condition", "Meaning") for row in rows
+    }
+    assert completion["`single_refund_since_operation`"][2:] == (
+        "`$observed.charge_refunds.count`",
+        "`lte`",
+        "`1`",
+        "`charge_refunds`",
+    )

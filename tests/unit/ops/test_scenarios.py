@@ -54,7 +54,12 @@ def test_short_timing_contract_is_signed_and_loads_beside_the_shipped_one(
         allow_unsigned_skills=False,
     )
     registry = load_registry(settings=settings)
-    assert registry.versions("stripe.refund.succeeded") == [STANDARD_VERSION, SHORT_VERSION]
+    # The demo pins 1.0.0 and its short copy; the shipped 1.1.0 loads beside them.
+    assert registry.versions("stripe.refund.succeeded") == [
+        STANDARD_VERSION,
+        SHORT_VERSION,
+        "1.1.0",
+    ]
     short = registry.entry("stripe.refund.succeeded", SHORT_VERSION)
     assert short.signed
     assert short.contract.timing.timeout_ms == SHORT_TIMING["timeout_ms"]

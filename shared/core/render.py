@@ -208,6 +208,32 @@ def render_page(
             ],
         )
 
+    if c.rejection is not None:
+        out += [
+            "## A reported rejection",
+            "",
+            "When the agent reports that the provider refused the action, that is its word "
+            "alone. The verdict is FAILED (`action_rejected`) only once all of these hold on "
+            "fresh provider evidence, each channel read at least its typical latency after the "
+            "report; until then it is PENDING and the action is never to be repeated.",
+            "",
+        ]
+        out += _table(
+            ("Condition", "Meaning", "Path", "Operator", "Expected", "Evidence"),
+            [
+                (
+                    _code(k.id),
+                    _inline(k.meaning),
+                    _code(k.path),
+                    _code(k.op.value),
+                    _expected(k.value),
+                    _code(k.evidence),
+                )
+                for k in c.rejection.confirm
+            ],
+        )
+        out += ["", _inline(c.rejection.reason), ""]
+
     t = c.timing
     out += ["## Timing", ""]
     out += _table(

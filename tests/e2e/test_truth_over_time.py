@@ -129,7 +129,12 @@ def test_an_event_acknowledged_before_the_decision_is_always_part_of_it(
 
 async def _verified(world: World, **create: Any) -> dict[str, Any]:
     await world.agent_refund(**create)
-    return await world.wait(lambda op: op["final"], timeout_s=30, what="the refund's verdict")
+    op = await world.wait(lambda op: op["final"], timeout_s=30, what="the refund's verdict")
+    if op["state"] == "VERIFIED" and op["completion_level"] == "succeeded":
+        # The terminal level: the resource and the receipt both let the agent claim it.
+        assert op["safe_to_claim_complete"] is True
+        assert (await world.receipt())["receipt"]["safe_to_claim_complete"] is True
+    return op
 
 
 def test_a_late_second_refund_supersedes_the_verified_receipt(
@@ -265,6 +270,49 @@ def test_a_reported_rejection_with_a_refund_made_under_the_key_is_never_failed(
                 p.verdict != "FAILED" and not (p.final and p.state == "FAILED")
                 for p in watcher.polls
             )
+        finally:
+            await world.close()
+
+    _run(distributed, body)
+
+
+def test_a_reported_rejection_with_nothing_created_fails_only_once_confirmed(
+    distributed: DistributedSystem,
+) -> None:
+    """The agent says 400 and indeed made no refund: PENDING (retry ``never``) until the
+    charge's refunds are listed empty and the event channel's typical latency (4 s) has passed
+    with no refund.created; only then FAILED ``action_rejected``, a new operation allowed."""
+
+    async def body(workspace: Workspace) -> None:
+        world = World(distributed.api_url, workspace)
+        try:
+            await world.charge_and_create()
+            error = {"error": {"type": "invalid_request_error", "message": "No such charge"}}
+            reported = time.monotonic()
+            out = await world.report({"phase": "error", "http_status": 400, "error": error})
+            assert (out["state"], out["final"], out["retry"]["action"]) == (
+                "OBSERVING",
+                False,
+                "never",
+            )
+            seen: list[dict[str, Any]] = []
+
+            def done(op: dict[str, Any]) -> bool:
+                seen.append(op)
+                return bool(op["final"])
+
+            final = await world.wait(done, timeout_s=45, what="the confirmation")
+            assert time.monotonic() - reported >= 4.0
+            assert (final["state"], final["reason"]) == ("FAILED", "action_rejected"), final
+            assert final["retry"]["action"] == "allowed_as_new_operation"
+            for op in seen[:-1]:
+                assert op["retry"]["action"] == "never", op
+                assert op["final"] is False
+            assert any(op["reason"] == "awaiting_rejection_confirmation" for op in seen)
+            kinds = {c["kind"] for c in final["conditions"]}
+            assert "rejection" in kinds
+            receipt = await world.receipt()
+            assert receipt["receipt"]["reason"] == "action_rejected"
         finally:
             await world.close()
 

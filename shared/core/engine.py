@@ -2,6 +2,11 @@
 
 This module owns :func:`decide` and :func:`state_after`. Evaluation order (DESIGN.md):
 
+0. **A reported rejection** (``facts.action_rejected``: the agent reported an error its provider's
+   skill reads as "not performed") while the subject is unknown: FAILED ``action_rejected``
+   only when every condition of the contract's ``rejection`` section holds on a usable provider
+   reading taken at least the channel's typical latency after the report; else PENDING
+   ``awaiting_rejection_confirmation``. The agent's word alone never decides.
 1. **Correlation.** The subject identity key (``$correlation.<subject key>``: its expression,
    else a key the operation learned) must be known, every ``required`` strategy's keys must be
    known and at least one strong strategy must be complete. Otherwise PENDING

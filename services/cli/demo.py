@@ -411,6 +411,11 @@ def _print_verdict(console: Console, outcome: Outcome) -> None:
             f"  retry the action: {retry.get('action')}; "
             f"retry the verification: {retry.get('verification')}"
         )
+    if op.get("claim"):
+        console.print(
+            f"  completion level {op.get('completion_level')}, "
+            f"safe_to_claim_complete={op.get('safe_to_claim_complete')}: {escape(op['claim'])}"
+        )
     if outcome.receipt is not None:
         mark = (
             "[green]receipt verified[/]" if outcome.receipt_ok else "[red]receipt NOT verified[/]"
@@ -434,9 +439,10 @@ def _print_summary(console: Console, outcomes: Sequence[Outcome]) -> None:
         verdict = op.get("verdict")
         style = VERDICT_STYLE.get(str(verdict), "bold")
         retry = op.get("retry") or {}
+        claim = "claim: complete" if op.get("safe_to_claim_complete") else "claim: not complete"
         table.add_row(
             o.scenario,
-            f"[{style}]{verdict}[/]\n{op.get('state')}",
+            f"[{style}]{verdict}[/]\n{op.get('state')}\n{op.get('completion_level')}; {claim}",
             escape(o.why) if o.ok else f"{escape(o.why)}\n[red]{escape(o.error or '')}[/]",
             f"action: {retry.get('action', '?')}\nverification: {retry.get('verification', '?')}",
             "—" if o.receipt_ok is None else ("[green]valid[/]" if o.receipt_ok else "[red]no[/]"),
@@ -461,6 +467,9 @@ def _outcome_json(o: Outcome) -> dict[str, Any]:
         "reason": op.get("reason"),
         "state": op.get("state"),
         "final": op.get("final"),
+        "completion_level": op.get("completion_level"),
+        "safe_to_claim_complete": op.get("safe_to_claim_complete"),
+        "claim": op.get("claim"),
         "why": o.why,
         "others": [
             {

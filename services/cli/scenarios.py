@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 REFUND_CONTRACT = "stripe.refund.succeeded"
-STANDARD_VERSION = "1.0.0"
+STANDARD_VERSION = "1.1.0"
 SHORT_VERSION = "1.0.1"
 """The short-timing copy: same rules, a deadline of seconds instead of seven days."""
 
@@ -593,7 +593,7 @@ async def _run_entitlement(system: System, sink: ProgressSink) -> Outcome:
             outcome.error = error
             if revokes.get("final"):
                 outcome.receipt_ok, outcome.receipt = await _verify_receipt(
-                    agents[0].api, revokes["id"]
+                    agents[0].api, revokes
                 )
                 if not outcome.receipt_ok and outcome.error is None:
                     outcome.error = f"receipt not verified: {outcome.receipt}"
@@ -834,13 +834,21 @@ async def open_workspace(system: System, sandbox: Sandbox, name: str) -> Workspa
     return Workspace(workspace_id, api_key, sandbox, secret)
 
 
-async def _verify_receipt(api: httpx.AsyncClient, op_id: str) -> tuple[bool, str]:
+async def _verify_receipt(api: httpx.AsyncClient, op: Mapping[str, Any]) -> tuple[bool, str]:
+    """Check the operation's receipt offline with the served keys; it must also say what the
+    operation resource says about claiming completion (one rule for every view)."""
     from shared.receipt_keys import KeyRing, KeyRingError
     from shared.receipts import Verification, verify_receipt_document
 
-    receipt = await api.get(f"/v1/operations/{op_id}/receipt")
+    receipt = await api.get(f"/v1/operations/{op['id']}/receipt")
     if receipt.status_code != 200:
         return False, f"no receipt: HTTP {receipt.status_code}"
+    claimed = receipt.json()["receipt"].get("safe_to_claim_complete")
+    if claimed != op.get("safe_to_claim_complete"):
+        return False, (
+            f"the receipt says safe_to_claim_complete={claimed}, the operation "
+            f"{op.get('safe_to_claim_complete')}"
+        )
     keys = await api.get("/v1/receipts/keys")
     try:
         keyring = KeyRing.from_document(keys.content)
@@ -891,7 +899,7 @@ async def _run_one(
         outcome.operation = op
         outcome.error = _judge(scenario, agent, op)
         if op.get("final"):
-            outcome.receipt_ok, outcome.receipt = await _verify_receipt(agent.api, op_id)
+            outcome.receipt_ok, outcome.receipt = await _verify_receipt(agent.api, op)
             if not outcome.receipt_ok and outcome.error is None:
                 outcome.error = f"receipt not verified: {outcome.receipt}"
         outcome.timeline = await _timeline(agent.api, op_id)

@@ -38,6 +38,10 @@ def test_demo_proves_a_refund_with_a_verified_receipt() -> None:
     assert outcome["final"] is True
     assert outcome["receipt_verified"] is True
     assert outcome["receipt"].startswith("valid")
+    # The demo shows the claim the API makes; the receipt agreed (or it would not verify).
+    assert outcome["completion_level"] == "succeeded"
+    assert outcome["safe_to_claim_complete"] is True
+    assert outcome["claim"]
     states = [seen[0] for seen in outcome["seen"]]
     assert states[0] == "CREATED"
     assert states[-1] == "VERIFIED"
@@ -63,6 +67,8 @@ def test_demo_all_reaches_every_expected_verdict() -> None:
         assert o["ok"], o
         assert o["verdict"] == o["expected"]["verdict"], o
         assert o["reason"] == o["expected"]["reason"], o
+        terminal = o["verdict"] == "VERIFIED" and o["completion_level"] == "succeeded"
+        assert o["safe_to_claim_complete"] is (terminal and o["state"] == "VERIFIED"), o
     assert wall < 180
 
 

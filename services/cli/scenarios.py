@@ -55,7 +55,7 @@ __all__ = [
 REFUND_CONTRACT = "stripe.refund.succeeded"
 STANDARD_VERSION = "1.1.0"
 SHORT_VERSION = "1.0.1"
-"""The short-timing copy: same rules, a deadline of seconds instead of seven days."""
+"""The short-timing copy of 1.0.0: its rules, a deadline of seconds instead of seven days."""
 
 SHORT_TIMING: dict[str, Any] = {
     "initial_delay_ms": 500,

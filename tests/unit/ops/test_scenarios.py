@@ -54,17 +54,14 @@ def test_short_timing_contract_is_signed_and_loads_beside_the_shipped_one(
         allow_unsigned_skills=False,
     )
     registry = load_registry(settings=settings)
-    # The demo pins 1.0.0 and its short copy; the shipped 1.1.0 loads beside them.
-    assert registry.versions("stripe.refund.succeeded") == [
-        STANDARD_VERSION,
-        SHORT_VERSION,
-        "1.1.0",
-    ]
+    # The demo pins 1.1.0 and a short copy of 1.0.0; the shipped 1.0.0 loads beside them.
+    assert registry.versions("stripe.refund.succeeded") == ["1.0.0", SHORT_VERSION, "1.1.0"]
+    assert STANDARD_VERSION == "1.1.0"
     short = registry.entry("stripe.refund.succeeded", SHORT_VERSION)
     assert short.signed
     assert short.contract.timing.timeout_ms == SHORT_TIMING["timeout_ms"]
-    standard = registry.get("stripe.refund.succeeded", STANDARD_VERSION)
-    # Same rules, only the timing differs.
+    standard = registry.get("stripe.refund.succeeded", "1.0.0")
+    # The rules of 1.0.0, only the timing differs.
     assert short.contract.completion == standard.completion
     assert short.contract.negative == standard.negative
     assert short.contract.verdict_map == standard.verdict_map

@@ -735,6 +735,8 @@ class VerificationResult:
     key_id: str | None = None
     key_status: str | None = None
     supersedes: str | None = None
+    completion_level: str | None = None
+    safe_to_claim_complete: bool | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -747,6 +749,8 @@ class VerificationResult:
             "key_id": self.key_id,
             "key_status": self.key_status,
             "supersedes": self.supersedes,
+            "completion_level": self.completion_level,
+            "safe_to_claim_complete": self.safe_to_claim_complete,
         }
 
 
@@ -780,6 +784,9 @@ def verify_receipt_document(data: bytes | str, keyring: KeyRing) -> Verification
             key_id=document.key_id,
         )
     body = document.body
+    found = body.get("contract")
+    contract: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    claim = body.get("safe_to_claim_complete")
 
     def result(status: Verification, reason: str) -> VerificationResult:
         return VerificationResult(
@@ -791,6 +798,8 @@ def verify_receipt_document(data: bytes | str, keyring: KeyRing) -> Verification
             key_id=key.key_id,
             key_status=key.status,
             supersedes=_text(body, "supersedes"),
+            completion_level=_text(contract, "completion_level"),
+            safe_to_claim_complete=claim if isinstance(claim, bool) else None,
         )
 
     if not verify_payload(key.public_key, signing_payload(body), document.signature):
@@ -812,4 +821,8 @@ def verify_receipt_document(data: bytes | str, keyring: KeyRing) -> Verification
     )
     if _text(body, "supersedes"):
         summary += f"; it supersedes {_text(body, 'supersedes')}"
+    summary += (
+        f"; completion level {_text(contract, 'completion_level')}, "
+        f"safe_to_claim_complete={str(claim).lower()}"
+    )
     return result(Verification.VALID, summary)

@@ -186,11 +186,12 @@ def evaluate_in_session(
     if op.final:
         return EvaluateOutcome(None, Plan())
     contract = cached_contract_for(session, op)
-    _start_observing(session, op, now)
     facts = facts_for(op)
     deadline = deadline_of(contract, facts)
     context = build_context(contract, facts)
+    # The evidence locks first, before any row lock of this transaction (shared.evidence_locks).
     latest = _decision_rows(session, op, contract, context, now)
+    _start_observing(session, op, now)
     decision = decide(contract, facts, [_obs(row) for row in latest], now)
     changes: dict[str, object] = {}
     if op.deadline is None:

@@ -177,6 +177,41 @@ def test_a_late_second_refund_supersedes_the_verified_receipt(
     assert [r[0] for r in results] == ["late_contradiction"] * 100
 
 
+def test_a_late_second_refund_supersedes_while_the_provider_answers_503(
+    distributed: DistributedSystem,
+) -> None:
+    """The same, 100 of 100, while every readback of the rechecks answers 503 (a 10 s outage
+    from before the first contradiction): the second refund's event alone contradicts, so the
+    supersession does not wait for the provider."""
+    rng = random.Random(3)
+    delays = [rng.uniform(0.5, 5.0) for _ in range(100)]
+
+    async def body(workspace: Workspace) -> list[str]:
+        worlds = [World(distributed.api_url, workspace) for _ in delays]
+        try:
+            for op in await _many(len(worlds), lambda i: _verified(worlds[i])):
+                assert op["state"] == "VERIFIED", op
+            await worlds[0].control("outage", {"seconds": 10})
+
+            async def contradict(i: int) -> str:
+                world = worlds[i]
+                await asyncio.sleep(delays[i])
+                event = contradicting_refund_created(world.charge, 700, created=int(time.time()))
+                await world.post_event(event)
+                flagged = await world.wait(
+                    lambda op: op["state"] == "HUMAN_REVIEW", timeout_s=30, what="supersession"
+                )
+                assert (await world.receipt())["receipt"]["supersedes"] is not None
+                return str(flagged["reason"])
+
+            return list(await asyncio.gather(*(contradict(i) for i in range(len(worlds)))))
+        finally:
+            for world in worlds:
+                await world.close()
+
+    assert _run(distributed, body) == ["late_contradiction"] * 100
+
+
 def test_a_refund_that_fails_after_success_while_the_provider_is_down_is_superseded_once_it_reads(
     distributed: DistributedSystem,
 ) -> None:

@@ -51,6 +51,11 @@ def test_valid_receipt_signed_by_a_retired_key_exits_0(tmp_path: Path, keys_file
     assert code == 0, err
     assert out.startswith("valid: receipt rcpt_")
     assert "retired" in out
+    body = signed(sample_body())["receipt"]
+    claim = str(body["safe_to_claim_complete"]).lower()
+    level = body["contract"]["completion_level"]
+    # What the receipt lets anyone claim, as the operation resource says it.
+    assert f"completion level {level}, safe_to_claim_complete={claim}" in out
     assert out.count("\n") == 1
 
 

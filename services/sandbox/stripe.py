@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -31,6 +32,7 @@ from services.sandbox.delivery import Dispatcher
 from services.sandbox.errors import StripeError
 from services.sandbox.expand import check_paths, expand, expand_paths
 from services.sandbox.forms import FormError, as_list, decode_form, parse_body
+from services.sandbox.live import LiveRequests, delivery_line
 from services.sandbox.model import (
     OUTCOMES,
     Faults,
@@ -134,11 +136,22 @@ class SandboxRuntime:
         state_file: Path | None,
         delivery_timeout_s: float,
         tick_s: float,
+        live: Callable[[str], None] | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.state_file = state_file
         self.tick_s = tick_s
-        self.dispatcher = Dispatcher(sandbox, on_change=self.save, timeout_s=delivery_timeout_s)
+
+        def attempted(delivery: dict[str, Any], status: int | None, error: str | None) -> None:
+            if live is not None:
+                live(delivery_line(delivery, status_code=status, error=error))
+
+        self.dispatcher = Dispatcher(
+            sandbox,
+            on_change=self.save,
+            timeout_s=delivery_timeout_s,
+            on_attempt=attempted if live is not None else None,
+        )
         self._task: asyncio.Task[None] | None = None
 
     def save(self) -> None:
@@ -186,10 +199,12 @@ def create_app(
     retry_max_attempts: int = 6,
     delivery_timeout_s: float = 10.0,
     tick_ms: int = 20,
+    live: Callable[[str], None] | None = None,
 ) -> Starlette:
     """Build the sandbox app. With ``state_file`` the state is loaded from it (when present) and
     written back atomically after every change; ``faults`` sets faults from the start (they are
-    also restored from the state file, and the explicit ones win).
+    also restored from the state file, and the explicit ones win). ``live`` is given one line
+    per answered request and per delivery attempt (:mod:`services.sandbox.live`).
 
     Raises :class:`services.sandbox.errors.StateFileError` when the state file is unreadable.
     """
@@ -211,7 +226,11 @@ def create_app(
         given = faults if isinstance(faults, Faults) else Faults.model_validate(faults)
         sandbox.faults = sandbox.faults.model_copy(update=given.model_dump(exclude_unset=True))
     runtime = SandboxRuntime(
-        sandbox, state_file=path, delivery_timeout_s=delivery_timeout_s, tick_s=tick_ms / 1000
+        sandbox,
+        state_file=path,
+        delivery_timeout_s=delivery_timeout_s,
+        tick_s=tick_ms / 1000,
+        live=live,
     )
 
     def api(
@@ -768,7 +787,8 @@ def create_app(
         finally:
             await runtime.stop()
 
-    app = Starlette(routes=[*v1, *controls], lifespan=lifespan)
+    middleware = [Middleware(LiveRequests, emit=live)] if live is not None else []
+    app = Starlette(routes=[*v1, *controls], lifespan=lifespan, middleware=middleware)
     app.state.sandbox = sandbox
     app.state.runtime = runtime
     return app

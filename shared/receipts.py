@@ -31,9 +31,9 @@ from datetime import UTC, datetime, timedelta
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, cast
 
+from shared.core.contract import canonical_json
 from shared.core.receipt import (
     ALGORITHM,
-    RECEIPT_VERSION,
     MalformedReceipt,
     ReceiptContract,
     ReceiptEvidence,
@@ -277,8 +277,8 @@ def _stored_events(
 
 def _body_key(body: Any) -> int:
     try:
-        return hash(signing_payload(body))
-    except MalformedReceipt:
+        return hash(canonical_json(body))
+    except (TypeError, ValueError):
         return 0
 
 
@@ -802,15 +802,16 @@ def verify_receipt_document(data: bytes | str, keyring: KeyRing) -> Verification
             safe_to_claim_complete=claim if isinstance(claim, bool) else None,
         )
 
-    if not verify_payload(key.public_key, signing_payload(body), document.signature):
+    try:
+        # The version (inside the signed body) names the canonical form: 1 sorted json.dumps,
+        # 2 RFC 8785. Changing it changes the signed bytes, so it cannot pick a weaker form.
+        payload = signing_payload(body)
+    except MalformedReceipt as exc:
+        return result(Verification.UNCHECKABLE, f"cannot check: {exc}")
+    if not verify_payload(key.public_key, payload, document.signature):
         return result(
             Verification.TAMPERED,
             f"tampered: the signature does not match the receipt under key {key.key_id}",
-        )
-    if body.get("version") != RECEIPT_VERSION:
-        return result(
-            Verification.UNCHECKABLE,
-            f"signed, but receipt version {body.get('version')!r} is not one this tool reads",
         )
     key_note = key.status
     if key.status == "retired" and key.retired_at:

@@ -1,4 +1,9 @@
-"""CLI: ``provely sandbox stripe`` serves the stateful Stripe sandbox (see docs/sandbox.md)."""
+"""CLI: ``provely sandbox stripe`` serves the stateful Stripe sandbox (see docs/sandbox.md),
+printing a live line per request and delivery; ``trigger`` and ``resend`` drive a running one.
+
+``trigger`` and ``resend`` exit 0 when done and 2 when they cannot be done (the sandbox cannot
+be reached, or refuses: an unknown event type or event id).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,18 @@ class _Order(StrEnum):
     in_order = "in_order"
     reversed = "reversed"
     shuffled = "shuffled"
+
+
+def _print_line(line: str) -> None:
+    print(line, flush=True)
+
+
+_URL = Annotated[str, typer.Option("--url", help="Base URL of the running sandbox.")]
+
+
+def _cannot(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:
@@ -78,10 +95,17 @@ def register(app: typer.Typer) -> None:
         retry_max_attempts: Annotated[
             int, typer.Option(min=1, help="Delivery attempts before giving up.")
         ] = 6,
+        quiet: Annotated[
+            bool,
+            typer.Option("--quiet", "-q", help="Print no live line per request and delivery."),
+        ] = False,
     ) -> None:
         """Serve a stateful Stripe API with signed webhooks and faults on demand.
 
-        Fault options replace the faults saved in --state; others keep their saved value."""
+        While it serves, each answered request prints a line `<-- [200] POST /v1/refunds` and
+        each delivery attempt `--> refund.created evt_… [200] URL` on standard output, as
+        `stripe listen` does. Fault options replace the faults saved in --state; others keep
+        their saved value."""
         import uvicorn
         from pydantic import ValidationError
 
@@ -106,6 +130,7 @@ def register(app: typer.Typer) -> None:
                 faults=faults,
                 retry_base_ms=retry_base_ms,
                 retry_max_attempts=retry_max_attempts,
+                live=None if quiet else _print_line,
             )
         except StateFileError as exc:
             typer.echo(f"error: cannot use the state file: {exc}", err=True)
@@ -127,3 +152,65 @@ def register(app: typer.Typer) -> None:
         except OSError as exc:
             typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror}", err=True)
             raise typer.Exit(1) from None
+
+    @group.command("trigger")
+    def trigger_event(
+        event: Annotated[str, typer.Argument(help="Event type, e.g. refund.updated.")],
+        url: _URL = "http://127.0.0.1:12111",
+        api_key: Annotated[
+            str, typer.Option(help="Any sk_test_ key (the sandbox accepts every one).")
+        ] = "sk_test_provely_cli",
+    ) -> None:
+        """Create the objects EVENT needs on a running sandbox and deliver the events.
+
+        Like `stripe trigger`: `refund.updated` creates a charge, refunds it and settles the
+        refund. Prints each object made and each event emitted (type and id)."""
+        from services.sandbox.trigger import FIXTURES, TriggerError, trigger
+
+        if event not in FIXTURES:
+            raise _cannot(f"no fixture for {event!r}; one of: {', '.join(sorted(FIXTURES))}")
+        try:
+            done = trigger(url, event, api_key=api_key)
+        except TriggerError as exc:
+            raise _cannot(str(exc)) from None
+        for kind, ident in done.objects.items():
+            typer.echo(f"created {kind} {ident}")
+        for kind, ident in done.events:
+            typer.echo(f"event {kind} {ident}")
+        if event not in {kind for kind, _ in done.events}:
+            raise _cannot(f"the fixture ran but the sandbox emitted no {event} event")
+        typer.echo(f"trigger succeeded: {event}")
+
+    @group.command("resend")
+    def resend_event(
+        event_id: Annotated[str, typer.Argument(help="Id of an event (evt_…) to deliver again.")],
+        url: _URL = "http://127.0.0.1:12111",
+        endpoint: Annotated[
+            str | None,
+            typer.Option(help="Deliver to this endpoint only (we_…); default: every subscriber."),
+        ] = None,
+    ) -> None:
+        """Deliver an existing event again: same id, same bytes (a replay), to its endpoints."""
+        import httpx
+
+        from services.sandbox.client import SandboxControl, SandboxControlError
+
+        try:
+            with SandboxControl(url) as control:
+                queued = control.resend(event_id, endpoint=endpoint)
+                control.flush()
+                sent = {d["id"]: d for d in control.deliveries(event_id=event_id)}
+        except SandboxControlError as exc:
+            raise _cannot(str(exc)) from None
+        except (httpx.HTTPError, ValueError) as exc:
+            raise _cannot(f"cannot reach the sandbox at {url}: {exc}") from None
+        if not queued:
+            raise _cannot(f"no enabled endpoint is subscribed to {event_id}'s type")
+        for delivery_id in queued:
+            delivery = sent.get(delivery_id, {})
+            attempts = delivery.get("attempts") or [{}]
+            answer = attempts[-1].get("status_code") or attempts[-1].get("error") or "pending"
+            typer.echo(
+                f"resent {event_id} to {delivery.get('endpoint_id', '?')} "
+                f"({delivery.get('url', '?')}): [{answer}] {delivery_id}"
+            )

@@ -1,5 +1,7 @@
 """The HTTP ingress: the agent API (``/v1/operations``, ``/v1/contracts``), webhook intake
-(``/v1/events/…``, see ``webhooks``), health and the OpenAPI document.
+(``/v1/events/…``, see ``webhooks``), health and the OpenAPI document (``/openapi.json``, with
+explicit operation ids and an example per answer, see ``examples``; Swagger UI at ``/docs`` and
+ReDoc at ``/redoc`` served from the package, see ``docs_ui``).
 
 ``create_app(settings)`` wires it: the engine from the settings' database, the Celery broker
 the observe messages go to, a body-size limit enforced while the body is read (413 without
@@ -22,6 +24,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.ingress import contracts, custom_contracts, operations, receipts, webhooks
+from services.ingress.docs_ui import install_offline_docs
+from services.ingress.examples import add_examples
 from services.ingress.problems import (
     PROBLEM_JSON,
     Problem,
@@ -147,6 +151,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     components["Problem"] = problem
     _problem_422(schema)
     schema["paths"][webhooks.EVENTS_PATH] = webhooks.openapi_path_item()
+    add_examples(schema)
     app.openapi_schema = schema
     return schema
 
@@ -185,6 +190,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = IngressApp(
         title="Provely",
         version="0.1.0",
+        docs_url=None,  # served from the package, not a CDN (install_offline_docs)
+        redoc_url=None,
         description=(
             "Proves that a side effect really happened at a provider. Create an operation bound "
             "to a completion contract, perform the action with the operation id as idempotency "
@@ -202,8 +209,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(contracts.router)
     app.include_router(custom_contracts.router)
     app.include_router(receipts.router)
+    install_offline_docs(app)
 
-    @app.get("/healthz", response_model=Health, tags=["health"], summary="The process is up")
+    @app.get(
+        "/healthz",
+        response_model=Health,
+        tags=["health"],
+        summary="The process is up",
+        operation_id="get_health",
+        description="Answers 200 as long as the process serves requests (a liveness probe).",
+    )
     def healthz() -> Health:
         return Health(status="ok")
 
@@ -212,6 +227,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         response_model=Health,
         tags=["health"],
         summary="The database and the broker are reachable",
+        operation_id="get_readiness",
+        description=(
+            "200 when the database and the broker both answer, else 503 naming the one that "
+            "does not (a readiness probe)."
+        ),
         responses={503: {"model": Health, "description": "A dependency is unreachable."}},
     )
     def readyz(request: Request) -> Any:

@@ -36,6 +36,11 @@ def _summary(entry: ResolvedContract) -> ContractSummary:
     response_model=ContractList,
     responses=error_responses(401),
     summary="Contracts this workspace may use (shipped and its own)",
+    operation_id="list_contracts",
+    description=(
+        "Every contract an operation of this workspace can be bound to: the shipped skills' "
+        "contracts and the workspace's own uploads, with version, completion level and hash."
+    ),
 )
 def list_all(request: Request, who: Caller) -> ContractList:
     with transaction(app_engine(request)) as session:
@@ -48,6 +53,11 @@ def list_all(request: Request, who: Caller) -> ContractList:
     response_model=ContractDetail,
     responses=error_responses(401, 404),
     summary="One contract: its hash, its document and its rendered page",
+    operation_id="get_contract",
+    description=(
+        "One contract (the newest version unless `version` is given): its canonical document, the "
+        "sha256 hash operations and receipts cite, and its rendered Markdown page."
+    ),
 )
 def get_one(
     request: Request,

@@ -217,6 +217,12 @@ def _create(request: Request, workspace_id: str, data: Any) -> tuple[ContractSum
         **error_responses(400, 401, 403, 409, 413, 415, 422),
     },
     summary="Upload a contract for this workspace only (YAML or JSON; certification custom)",
+    operation_id="upload_contract",
+    description=(
+        "Store a contract (YAML or JSON) that only this workspace can use; it is linted first and "
+        "its certification is `custom`. The same content again answers 200; another content under "
+        "the same id and version is a 409. Needs an admin key."
+    ),
     openapi_extra={
         "requestBody": {
             "required": True,

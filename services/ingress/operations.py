@@ -58,6 +58,13 @@ def _dispatch(operation_id: str, scheduled: Scheduled) -> None:
         **error_responses(400, 401, 409, 413, 422),
     },
     summary="Create an operation bound to a contract",
+    operation_id="create_operation",
+    description=(
+        "Create one attempt at one effect, bound to a contract version. Use the returned id as "
+        "the provider's idempotency key, perform the action, then report it. An `Idempotency-Key` "
+        "header replays the same operation (200) for the same body and refuses another body "
+        "(409)."
+    ),
 )
 def create(
     request: Request,
@@ -96,6 +103,12 @@ def create(
     response_model=OperationOut,
     responses=error_responses(400, 401, 404, 409, 413, 422),
     summary="Report the action: started, its result, or its error",
+    operation_id="report_action",
+    description=(
+        "Report what happened to the action: `started` before the call, then `result` with the "
+        "provider's response body or `error` with what the agent saw. The action response (E1) "
+        "never verifies on its own: observation starts and the verdict follows from the evidence."
+    ),
 )
 def report_action(
     request: Request, operation_id: OperationId, body: ActionReportIn, who: Caller
@@ -114,6 +127,13 @@ def report_action(
     response_model=OperationOut,
     responses=error_responses(401, 404),
     summary="Read an operation: state, verdict, retry guidance, evidence",
+    operation_id="get_operation",
+    description=(
+        "The operation as it stands: lifecycle state, current verdict and reason, `final`, "
+        "`safe_to_claim_complete`, retry guidance (`retry.action`, `retry.verification`), the "
+        "conditions as evaluated and the evidence behind them. PENDING is a normal answer: ask "
+        "again later."
+    ),
 )
 def get_operation(request: Request, operation_id: OperationId, who: Caller) -> OperationOut:
     with transaction(app_engine(request)) as session:
@@ -148,6 +168,11 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
     response_model=OperationList,
     responses=error_responses(401, 422),
     summary="List operations, newest first (cursor pagination)",
+    operation_id="list_operations",
+    description=(
+        "The workspace's operations, newest first, optionally filtered by `state` or `contract`. "
+        "Pass `next_cursor` back as `cursor` for the next page."
+    ),
 )
 def list_operations(
     request: Request,
@@ -186,6 +211,11 @@ def list_operations(
     response_model_exclude_none=True,
     responses=error_responses(401, 404),
     summary="Transitions, observations and correlated events, in order",
+    operation_id="get_operation_timeline",
+    description=(
+        "Everything that happened to the operation in time order: state transitions (with their "
+        "audit chain position), readbacks and the provider events correlated with it."
+    ),
 )
 def get_timeline(request: Request, operation_id: OperationId, who: Caller) -> Timeline:
     with transaction(app_engine(request)) as session:
@@ -199,6 +229,11 @@ def get_timeline(request: Request, operation_id: OperationId, who: Caller) -> Ti
     response_model=OperationOut,
     responses=error_responses(401, 404, 409),
     summary="Retry the verification now (only where the retry table allows it)",
+    operation_id="verify_operation",
+    description=(
+        "Ask for a new observation now. Allowed only where the retry table allows retrying the "
+        "verification (UNVERIFIABLE with `evidence_unavailable`); otherwise 409."
+    ),
 )
 def verify(request: Request, operation_id: OperationId, who: Caller) -> OperationOut:
     with transaction(app_engine(request)) as session:
@@ -214,6 +249,11 @@ def verify(request: Request, operation_id: OperationId, who: Caller) -> Operatio
     response_model=OperationOut,
     responses=error_responses(400, 401, 403, 404, 409, 413, 422),
     summary="Resolve HUMAN_REVIEW with a verdict and a note (admin scope)",
+    operation_id="review_operation",
+    description=(
+        "A person's decision on an operation in HUMAN_REVIEW: a final verdict and a note, "
+        "recorded in the audit chain and answered with a signed receipt. Needs an admin key."
+    ),
 )
 def review(
     request: Request,

@@ -37,6 +37,11 @@ KEYS_MAX_AGE_S = 300
     response_model=dict[str, Any],
     responses=error_responses(401, 404),
     summary="The signed receipt of a final verdict (404 while the operation is open)",
+    operation_id="get_operation_receipt",
+    description=(
+        "The current signed receipt of the operation's final verdict (RFC 8785 canonical body, "
+        "Ed25519 signature; see docs/receipts.md). 404 while the operation is open."
+    ),
 )
 def get_receipt(request: Request, operation_id: OperationId, who: Caller) -> dict[str, Any]:
     with transaction(app_engine(request)) as session:
@@ -57,6 +62,11 @@ def get_receipt(request: Request, operation_id: OperationId, who: Caller) -> dic
     response_model=dict[str, Any],
     responses=error_responses(503),
     summary="Public keys that verify receipts: the active one and every retired one",
+    operation_id="list_receipt_keys",
+    description=(
+        "The public keys that verify receipts, active first; a retired key keeps verifying the "
+        "receipts it signed. No API key needed."
+    ),
 )
 def receipt_keys(request: Request, response: Response) -> dict[str, Any]:
     with transaction(app_engine(request)) as session:
@@ -75,6 +85,11 @@ def receipt_keys(request: Request, response: Response) -> dict[str, Any]:
     response_model=dict[str, Any],
     responses=error_responses(401, 404),
     summary="One receipt of the workspace by id, current or superseded",
+    operation_id="get_receipt",
+    description=(
+        "One receipt of the workspace by its id, including receipts superseded by later evidence "
+        "(they still verify and name nothing as their successor; the newer one names them)."
+    ),
 )
 def get_receipt_by_id(request: Request, receipt_id: ReceiptId, who: Caller) -> dict[str, Any]:
     with transaction(app_engine(request)) as session:

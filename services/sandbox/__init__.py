@@ -2,8 +2,10 @@
 
 Modules: ``forms`` (Stripe's bracketed form encoding), ``params`` (parameter rules and their
 errors), ``model`` (charges, refunds and their lifecycle, events, endpoints, deliveries, the
-sandbox clock), ``delivery`` (signing and the async dispatcher), ``store`` (the atomic
-``--state`` file), ``stripe`` (the ASGI app: ``create_app``), ``runner`` (serve it in a
+sandbox clock), ``shapes`` (every field the ``stripe`` library declares, filled in),
+``payments`` (customers, PaymentIntents, captures), ``expand`` (``expand[]``), ``search``
+(Stripe's search query language), ``delivery`` (signing and the async dispatcher), ``store``
+(the atomic ``--state`` file), ``stripe`` (the ASGI app: ``create_app``), ``runner`` (serve it in a
 background thread), ``client`` (control API client).
 
 Errors::

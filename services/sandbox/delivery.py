@@ -40,8 +40,12 @@ class Dispatcher:
         on_change: Callable[[], None],
         timeout_s: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        on_attempt: Callable[[dict[str, Any], int | None, str | None], None] | None = None,
     ) -> None:
+        """``on_attempt(delivery, status_code, error)`` is told of every attempt once recorded
+        (the live ``-->`` lines of ``provely sandbox stripe``)."""
         self._sandbox = sandbox
+        self._on_attempt = on_attempt
         self._on_change = on_change
         self._timeout_s = timeout_s
         self._transport = transport
@@ -104,3 +108,5 @@ class Dispatcher:
         self._sandbox.record_attempt(
             delivery, status_code=status_code, error=error, duration_ms=duration_ms
         )
+        if self._on_attempt is not None:
+            self._on_attempt(delivery, status_code, error)

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from services.sandbox import params as rules
 from services.sandbox.errors import StateFileError, StripeError
 from services.sandbox.forms import FormError, as_list
+from services.sandbox.shapes import complete
 
 __all__ = [
     "OUTCOMES",
@@ -160,6 +161,7 @@ class Sandbox:
         self.refunds: dict[str, dict[str, Any]] = {}
         self.payment_intents: dict[str, dict[str, Any]] = {}
         self.checkout_sessions: dict[str, dict[str, Any]] = {}
+        self.customers: dict[str, dict[str, Any]] = {}
         self.webhook_endpoints: dict[str, dict[str, Any]] = {}
         self.events: dict[str, dict[str, Any]] = {}
         self.deliveries: dict[str, dict[str, Any]] = {}
@@ -185,6 +187,7 @@ class Sandbox:
             "refunds": self.refunds,
             "payment_intents": self.payment_intents,
             "checkout_sessions": self.checkout_sessions,
+            "customers": self.customers,
             "webhook_endpoints": self.webhook_endpoints,
             "events": self.events,
             "deliveries": self.deliveries,
@@ -213,6 +216,11 @@ class Sandbox:
                 if not isinstance(value, dict):
                     raise StateFileError(f"{name} is not an object")
                 setattr(self, name, value)
+            # Added later: a state file written before customers existed has none.
+            customers = data.get("customers", {})
+            if not isinstance(customers, dict):
+                raise StateFileError("customers is not an object")
+            self.customers = customers
             transitions = data["transitions"]
             if not isinstance(transitions, list):
                 raise StateFileError("transitions is not a list")
@@ -279,7 +287,7 @@ class Sandbox:
         }
 
     def render(self, obj: dict[str, Any]) -> dict[str, Any]:
-        out = public(obj)
+        out = complete(public(obj))
         if obj.get("object") == "event":
             out["pending_webhooks"] = self._pending_webhooks(obj["id"])
         if obj.get("object") == "webhook_endpoint":
@@ -298,8 +306,13 @@ class Sandbox:
                 "source",
                 "description",
                 "receipt_email",
+                "capture",
+                "statement_descriptor",
             },
         )
+        capture = params.get("capture", "true")
+        if capture not in ("true", "false"):
+            raise StripeError(400, "Invalid boolean: capture.", param="capture")
         amount = rules.positive_int(params, "amount", required=True)
         currency = rules.currency(params, required=True)
         assert amount is not None
@@ -311,7 +324,11 @@ class Sandbox:
             description=rules.string(params, "description"),
             metadata=rules.metadata(params.get("metadata")),
             payment_intent=None,
+            captured=capture == "true",
         )
+        for name in ("receipt_email", "statement_descriptor"):
+            if name in params:
+                charge[name] = rules.string(params, name)
         self.emit("charge.succeeded", charge, ctx)
         return charge
 
@@ -324,15 +341,16 @@ class Sandbox:
         description: str | None,
         metadata: dict[str, str],
         payment_intent: str | None,
+        captured: bool = True,
     ) -> dict[str, Any]:
         charge: dict[str, Any] = {
             "id": _new_id("ch_"),
             "object": "charge",
             "amount": amount,
-            "amount_captured": amount,
+            "amount_captured": amount if captured else 0,
             "amount_refunded": 0,
-            "balance_transaction": _new_id("txn_"),
-            "captured": True,
+            "balance_transaction": _new_id("txn_") if captured else None,
+            "captured": captured,
             "created": self.clock.stamp(),
             "currency": currency,
             "customer": customer,
@@ -378,7 +396,9 @@ class Sandbox:
         """Recompute the charge's refunded amount; emit ``charge.refunded`` when it moved."""
         before = {"amount_refunded": charge["amount_refunded"], "refunded": charge["refunded"]}
         charge["amount_refunded"] = self._refunded_amount(charge["id"])
-        charge["refunded"] = charge["amount_refunded"] >= charge["amount"]
+        charge["refunded"] = charge["amount_refunded"] >= charge.get(
+            "amount_captured", charge["amount"]
+        )
         if charge["amount_refunded"] != before["amount_refunded"]:
             changed = {k: v for k, v in before.items() if charge[k] != v}
             self.emit("charge.refunded", charge, ctx, previous=changed)
@@ -405,7 +425,16 @@ class Sandbox:
         charge = self.charges.get(charge_id)
         if charge is None:
             raise rules.missing("charge", charge_id, "charge")
-        remaining = charge["amount"] - self._refunded_amount(charge_id)
+        if not charge.get("captured", True):
+            raise StripeError(
+                400,
+                f"Charge {charge_id} has not been captured; capture it before refunding it.",
+                code="charge_not_captured",
+                param="charge",
+            )
+        remaining = charge.get("amount_captured", charge["amount"]) - self._refunded_amount(
+            charge_id
+        )
         if remaining <= 0:
             raise StripeError(
                 400,
@@ -449,6 +478,7 @@ class Sandbox:
             "charge": charge_id,
             "created": self.clock.stamp(),
             "currency": charge["currency"],
+            "customer": charge["customer"],
             "destination_details": None,
             "failure_reason": None,
             "metadata": metadata,
@@ -778,7 +808,7 @@ class Sandbox:
         previous: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Record an event with a snapshot of ``obj`` and queue its deliveries."""
-        data: dict[str, Any] = {"object": json.loads(json.dumps(public(obj)))}
+        data: dict[str, Any] = {"object": json.loads(json.dumps(self.render(obj)))}
         if previous:
             data["previous_attributes"] = json.loads(json.dumps(previous))
         event: dict[str, Any] = {

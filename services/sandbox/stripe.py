@@ -22,13 +22,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from services.sandbox import payments
 from services.sandbox.delivery import Dispatcher
 from services.sandbox.errors import StripeError
+from services.sandbox.expand import check_paths, expand, expand_paths
 from services.sandbox.forms import FormError, as_list, decode_form, parse_body
+from services.sandbox.live import LiveRequests, delivery_line
 from services.sandbox.model import (
     OUTCOMES,
     Faults,
@@ -37,6 +41,7 @@ from services.sandbox.model import (
     SandboxSettings,
     public,
 )
+from services.sandbox.search import search
 from services.sandbox.store import load_state, save_state
 
 __all__ = ["create_app"]
@@ -131,11 +136,22 @@ class SandboxRuntime:
         state_file: Path | None,
         delivery_timeout_s: float,
         tick_s: float,
+        live: Callable[[str], None] | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.state_file = state_file
         self.tick_s = tick_s
-        self.dispatcher = Dispatcher(sandbox, on_change=self.save, timeout_s=delivery_timeout_s)
+
+        def attempted(delivery: dict[str, Any], status: int | None, error: str | None) -> None:
+            if live is not None:
+                live(delivery_line(delivery, status_code=status, error=error))
+
+        self.dispatcher = Dispatcher(
+            sandbox,
+            on_change=self.save,
+            timeout_s=delivery_timeout_s,
+            on_attempt=attempted if live is not None else None,
+        )
         self._task: asyncio.Task[None] | None = None
 
     def save(self) -> None:
@@ -183,10 +199,12 @@ def create_app(
     retry_max_attempts: int = 6,
     delivery_timeout_s: float = 10.0,
     tick_ms: int = 20,
+    live: Callable[[str], None] | None = None,
 ) -> Starlette:
     """Build the sandbox app. With ``state_file`` the state is loaded from it (when present) and
     written back atomically after every change; ``faults`` sets faults from the start (they are
-    also restored from the state file, and the explicit ones win).
+    also restored from the state file, and the explicit ones win). ``live`` is given one line
+    per answered request and per delivery attempt (:mod:`services.sandbox.live`).
 
     Raises :class:`services.sandbox.errors.StateFileError` when the state file is unreadable.
     """
@@ -208,10 +226,19 @@ def create_app(
         given = faults if isinstance(faults, Faults) else Faults.model_validate(faults)
         sandbox.faults = sandbox.faults.model_copy(update=given.model_dump(exclude_unset=True))
     runtime = SandboxRuntime(
-        sandbox, state_file=path, delivery_timeout_s=delivery_timeout_s, tick_s=tick_ms / 1000
+        sandbox,
+        state_file=path,
+        delivery_timeout_s=delivery_timeout_s,
+        tick_s=tick_ms / 1000,
+        live=live,
     )
 
-    def api(handler: ApiHandler, *, mutates: bool) -> Callable[[Request], Awaitable[Response]]:
+    def api(
+        handler: ApiHandler, *, mutates: bool, returns: str = ""
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """``returns``: the object type answered (``list:<type>`` for a list or search), which
+        says which ``expand[]`` paths are accepted."""
+
         async def endpoint(request: Request) -> Response:
             request_id = _request_id()
             version = request.headers.get("stripe-version") or settings.api_version
@@ -232,6 +259,8 @@ def create_app(
                     params = parse_body(await request.body())
                 else:
                     params = decode_form(request.query_params.multi_items())
+                paths = expand_paths(params.get("expand"))
+                check_paths(returns, paths)
                 store_key = f"{key}\x00{idem_key}" if idem_key else None
                 if store_key is not None and store_key in sandbox.idempotency:
                     saved = sandbox.idempotency[store_key]
@@ -248,6 +277,8 @@ def create_app(
                 ctx = RequestContext(request_id=request_id, idempotency_key=idem_key)
                 result = handler(request, params, ctx)
                 body = sandbox.render(result) if "_seq" in result else result
+                if paths:
+                    body = expand(sandbox, body, paths)
                 status = 200
                 if store_key is not None:
                     sandbox.idempotency[store_key] = {
@@ -371,6 +402,58 @@ def create_app(
     def get_intent(request: Request, params: Params, ctx: RequestContext) -> Any:
         return sandbox.get(sandbox.payment_intents, "payment_intent", request.path_params["id"])
 
+    def capture_charge(request: Request, params: Params, ctx: RequestContext) -> Any:
+        return payments.capture_charge(sandbox, request.path_params["id"], params, ctx)
+
+    def searcher(resource: str, table: str) -> ApiHandler:
+        def handler(request: Request, params: Params, ctx: RequestContext) -> Any:
+            rows = getattr(sandbox, table).values()
+            return search(
+                rows, resource=resource, params=params, url=url_path(request), render=sandbox.render
+            )
+
+        return handler
+
+    def create_customer(request: Request, params: Params, ctx: RequestContext) -> Any:
+        return payments.create_customer(sandbox, params, ctx)
+
+    def list_customers(request: Request, params: Params, ctx: RequestContext) -> Any:
+        return sandbox.list_objects(
+            sandbox.customers.values(),
+            url=url_path(request),
+            params=params,
+            filters={"email": lambda o, v: o["email"] == v},
+        )
+
+    def get_customer(request: Request, params: Params, ctx: RequestContext) -> Any:
+        return sandbox.get(sandbox.customers, "customer", request.path_params["id"])
+
+    def update_customer(request: Request, params: Params, ctx: RequestContext) -> Any:
+        return payments.update_customer(sandbox, request.path_params["id"], params, ctx)
+
+    def delete_customer(request: Request, params: Params, ctx: RequestContext) -> Any:
+        return payments.delete_customer(sandbox, request.path_params["id"], ctx)
+
+    def create_intent(request: Request, params: Params, ctx: RequestContext) -> Any:
+        return payments.create_payment_intent(sandbox, params, ctx)
+
+    def list_intents(request: Request, params: Params, ctx: RequestContext) -> Any:
+        return sandbox.list_objects(
+            sandbox.payment_intents.values(),
+            url=url_path(request),
+            params=params,
+            filters={"customer": lambda o, v: o["customer"] == v},
+        )
+
+    def confirm_intent(request: Request, params: Params, ctx: RequestContext) -> Any:
+        return payments.confirm_payment_intent(sandbox, request.path_params["id"], params, ctx)
+
+    def capture_intent(request: Request, params: Params, ctx: RequestContext) -> Any:
+        return payments.capture_payment_intent(sandbox, request.path_params["id"], params, ctx)
+
+    def cancel_intent(request: Request, params: Params, ctx: RequestContext) -> Any:
+        return payments.cancel_payment_intent(sandbox, request.path_params["id"], params, ctx)
+
     def unknown(request: Request, params: Params, ctx: RequestContext) -> Any:
         raise StripeError(
             404,
@@ -432,6 +515,7 @@ def create_app(
             ],
             "payment_intents": [sandbox.render(o) for o in sandbox.payment_intents.values()],
             "checkout_sessions": [sandbox.render(o) for o in sandbox.checkout_sessions.values()],
+            "customers": [sandbox.render(o) for o in sandbox.customers.values()],
             "webhook_endpoints": [
                 {**sandbox.render(o), "secret": o["secret"]}
                 for o in sandbox.webhook_endpoints.values()
@@ -564,16 +648,88 @@ def create_app(
     async def c_outcomes(request: Request, body: dict[str, Any]) -> Any:
         return {"outcomes": list(OUTCOMES)}
 
+    charge, refund, intent = "charge", "refund", "payment_intent"
     v1 = [
-        Route("/v1/charges", api(create_charge, mutates=True), methods=["POST"]),
-        Route("/v1/charges", api(list_charges, mutates=False), methods=["GET"]),
-        Route("/v1/charges/{id}", api(get_charge, mutates=False), methods=["GET"]),
-        Route("/v1/charges/{id}", api(update_charge, mutates=True), methods=["POST"]),
-        Route("/v1/refunds", api(create_refund, mutates=True), methods=["POST"]),
-        Route("/v1/refunds", api(list_refunds, mutates=False), methods=["GET"]),
-        Route("/v1/refunds/{id}", api(get_refund, mutates=False), methods=["GET"]),
-        Route("/v1/refunds/{id}", api(update_refund, mutates=True), methods=["POST"]),
-        Route("/v1/refunds/{id}/cancel", api(cancel_refund, mutates=True), methods=["POST"]),
+        Route(
+            "/v1/charges/search",
+            api(searcher("charges", "charges"), mutates=False, returns="list:charge"),
+            methods=["GET"],
+        ),
+        Route("/v1/charges", api(create_charge, mutates=True, returns=charge), methods=["POST"]),
+        Route(
+            "/v1/charges", api(list_charges, mutates=False, returns="list:charge"), methods=["GET"]
+        ),
+        Route("/v1/charges/{id}", api(get_charge, mutates=False, returns=charge), methods=["GET"]),
+        Route(
+            "/v1/charges/{id}", api(update_charge, mutates=True, returns=charge), methods=["POST"]
+        ),
+        Route(
+            "/v1/charges/{id}/capture",
+            api(capture_charge, mutates=True, returns=charge),
+            methods=["POST"],
+        ),
+        Route("/v1/refunds", api(create_refund, mutates=True, returns=refund), methods=["POST"]),
+        Route(
+            "/v1/refunds", api(list_refunds, mutates=False, returns="list:refund"), methods=["GET"]
+        ),
+        Route("/v1/refunds/{id}", api(get_refund, mutates=False, returns=refund), methods=["GET"]),
+        Route(
+            "/v1/refunds/{id}", api(update_refund, mutates=True, returns=refund), methods=["POST"]
+        ),
+        Route(
+            "/v1/refunds/{id}/cancel",
+            api(cancel_refund, mutates=True, returns=refund),
+            methods=["POST"],
+        ),
+        Route(
+            "/v1/customers/search",
+            api(searcher("customers", "customers"), mutates=False, returns="list:customer"),
+            methods=["GET"],
+        ),
+        Route("/v1/customers", api(create_customer, mutates=True), methods=["POST"]),
+        Route("/v1/customers", api(list_customers, mutates=False), methods=["GET"]),
+        Route("/v1/customers/{id}", api(get_customer, mutates=False), methods=["GET"]),
+        Route("/v1/customers/{id}", api(update_customer, mutates=True), methods=["POST"]),
+        Route("/v1/customers/{id}", api(delete_customer, mutates=True), methods=["DELETE"]),
+        Route(
+            "/v1/payment_intents/search",
+            api(
+                searcher("payment_intents", "payment_intents"),
+                mutates=False,
+                returns="list:" + intent,
+            ),
+            methods=["GET"],
+        ),
+        Route(
+            "/v1/payment_intents",
+            api(create_intent, mutates=True, returns=intent),
+            methods=["POST"],
+        ),
+        Route(
+            "/v1/payment_intents",
+            api(list_intents, mutates=False, returns="list:" + intent),
+            methods=["GET"],
+        ),
+        Route(
+            "/v1/payment_intents/{id}",
+            api(get_intent, mutates=False, returns=intent),
+            methods=["GET"],
+        ),
+        Route(
+            "/v1/payment_intents/{id}/confirm",
+            api(confirm_intent, mutates=True, returns=intent),
+            methods=["POST"],
+        ),
+        Route(
+            "/v1/payment_intents/{id}/capture",
+            api(capture_intent, mutates=True, returns=intent),
+            methods=["POST"],
+        ),
+        Route(
+            "/v1/payment_intents/{id}/cancel",
+            api(cancel_intent, mutates=True, returns=intent),
+            methods=["POST"],
+        ),
         Route("/v1/events", api(list_events, mutates=False), methods=["GET"]),
         Route("/v1/events/{id}", api(get_event, mutates=False), methods=["GET"]),
         Route("/v1/webhook_endpoints", api(create_endpoint, mutates=True), methods=["POST"]),
@@ -581,10 +737,21 @@ def create_app(
         Route("/v1/webhook_endpoints/{id}", api(get_endpoint, mutates=False), methods=["GET"]),
         Route("/v1/webhook_endpoints/{id}", api(update_endpoint, mutates=True), methods=["POST"]),
         Route("/v1/webhook_endpoints/{id}", api(delete_endpoint, mutates=True), methods=["DELETE"]),
-        Route("/v1/checkout/sessions", api(create_session, mutates=True), methods=["POST"]),
-        Route("/v1/checkout/sessions", api(list_sessions, mutates=False), methods=["GET"]),
-        Route("/v1/checkout/sessions/{id}", api(get_session, mutates=False), methods=["GET"]),
-        Route("/v1/payment_intents/{id}", api(get_intent, mutates=False), methods=["GET"]),
+        Route(
+            "/v1/checkout/sessions",
+            api(create_session, mutates=True, returns="checkout.session"),
+            methods=["POST"],
+        ),
+        Route(
+            "/v1/checkout/sessions",
+            api(list_sessions, mutates=False, returns="list:checkout.session"),
+            methods=["GET"],
+        ),
+        Route(
+            "/v1/checkout/sessions/{id}",
+            api(get_session, mutates=False, returns="checkout.session"),
+            methods=["GET"],
+        ),
         Route(
             "/v1/{rest:path}",
             api(unknown, mutates=False),
@@ -620,7 +787,8 @@ def create_app(
         finally:
             await runtime.stop()
 
-    app = Starlette(routes=[*v1, *controls], lifespan=lifespan)
+    middleware = [Middleware(LiveRequests, emit=live)] if live is not None else []
+    app = Starlette(routes=[*v1, *controls], lifespan=lifespan, middleware=middleware)
     app.state.sandbox = sandbox
     app.state.runtime = runtime
     return app

@@ -3,8 +3,11 @@
 A receipt states one final verdict of one operation: the contract it was judged against (with
 its hash), the conditions as evaluated, the correlation strategies that tied the evidence to the
 operation and the digest of every piece of evidence. The signature (Ed25519, done outside the
-core) covers ``signing_payload(body)``, the canonical JSON of the body: sorted keys, compact
-separators, UTF-8, no NaN or infinities.
+core) covers ``signing_payload(body)``, the canonical JSON of the body. Version 2 bodies (every
+receipt issued now) are canonicalized with RFC 8785, the JSON Canonicalization Scheme (the
+``rfc8785`` library, pure and free of I/O), so a verifier in any language that implements the
+standard gets the same bytes. Version 1 bodies were signed over Python's sorted, compact
+``json.dumps``; they are still read and checked with that spelling.
 
 The signed document is ``{"receipt": body, "signature": <base64url>, "key_id": …,
 "alg": "Ed25519"}``. ``parse_receipt_document`` reads one strictly (duplicate keys, NaN and
@@ -23,6 +26,8 @@ from datetime import UTC, date, datetime
 from enum import Enum
 from typing import Any
 
+import rfc8785
+
 from shared.core import CoreError
 from shared.core.contract import canonical_json
 from shared.core.types import ConditionResult, Verdict
@@ -31,6 +36,8 @@ __all__ = [
     "ALGORITHM",
     "BODY_FIELDS",
     "INTERMEDIATE_COMPLETION_LEVELS",
+    "JCS_SAFE_INTEGER",
+    "READABLE_VERSIONS",
     "RECEIPT_VERSION",
     "MalformedReceipt",
     "ReceiptContract",
@@ -47,7 +54,12 @@ __all__ = [
     "signing_payload",
 ]
 
-RECEIPT_VERSION = 1
+RECEIPT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: sorted compact json.dumps; 2: RFC 8785 (JCS)
+
+# JCS numbers are IEEE 754 doubles: an integer beyond 2**53 - 1 has no exact spelling, so a v2
+# body writes such an integer as its decimal string rather than round it.
+JCS_SAFE_INTEGER = 2**53 - 1
 ALGORITHM = "Ed25519"
 
 BODY_FIELDS = (
@@ -136,14 +148,15 @@ def json_value(value: Any) -> Any:
 
     Raises ``ValueError`` for NaN or infinities and for objects JSON has no word for. Enums
     give their value, so the expressions' UNKNOWN reads ``"UNKNOWN"``, as the operation's
-    stored decision spells it.
+    stored decision spells it. An integer beyond ±(2**53 - 1) becomes its decimal string (JCS
+    cannot say it exactly).
     """
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, Enum):
         return json_value(value.value)
     if isinstance(value, int):
-        return int(value)
+        return int(value) if abs(value) <= JCS_SAFE_INTEGER else str(int(value))
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError("a receipt cannot hold NaN or an infinity")
@@ -262,10 +275,20 @@ def build_receipt_body(
 
 
 def signing_payload(body: Mapping[str, Any]) -> bytes:
-    """The exact bytes the signature covers: the canonical JSON of the body."""
+    """The exact bytes the signature covers, by the body's ``version``.
+
+    Version 2: RFC 8785 (JCS). Version 1: ``json.dumps`` with sorted keys, compact separators,
+    UTF-8, no NaN. Any other version cannot be checked (``MalformedReceipt``): its bytes are
+    not known.
+    """
+    version = body.get("version")
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        raise MalformedReceipt(f"receipt version {version!r} is not one this tool reads")
     try:
-        return canonical_json(body)
-    except (TypeError, ValueError) as exc:
+        if version == 1:
+            return canonical_json(body)
+        return rfc8785.dumps(dict(body))
+    except (TypeError, ValueError, rfc8785.CanonicalizationError) as exc:
         raise MalformedReceipt(f"the receipt body is not canonical JSON data: {exc}") from exc
 
 

@@ -147,3 +147,18 @@ def test_the_cli_serves_the_sandbox_and_its_state_file_survives_a_restart(tmp_pa
         assert _client(base).v1.events.list().data[0].api_version == "2020-08-27"
     finally:
         _stop(process)
+
+
+def test_customers_survive_a_restart_and_an_older_state_file_still_loads(tmp_path: Path) -> None:
+    state = tmp_path / "sandbox.json"
+    with run_sandbox(state_file=state) as sb:
+        customer = _client(sb.base_url).v1.customers.create(params={"name": "Kept"})
+    with run_sandbox(state_file=state) as sb:
+        assert _client(sb.base_url).v1.customers.retrieve(customer.id).name == "Kept"
+    # A state file written before customers existed has no "customers" key.
+    data = json.loads(state.read_text())
+    del data["customers"]
+    state.write_text(json.dumps(data))
+    with run_sandbox(state_file=state) as sb:
+        assert _client(sb.base_url).v1.customers.list().data == []
+        assert sb.sandbox.charges == data["charges"]

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from services.cli.main import app
 from shared.core.receipt import document_bytes
 from shared.receipt_keys import b64url_decode_strict, b64url_encode
-from tests.unit.receipts.factory import flipped, get_at, leaves, sample_body, set_at
+from tests.unit.receipts.factory import changed, get_at, leaves, sample_body, set_at
 from tests.unit.receipts.test_signing import KEY, OTHER, key_entry, signed
 
 runner = CliRunner()
@@ -65,7 +65,7 @@ def test_every_flipped_leaf_exits_1(tmp_path: Path, keys_file: Path) -> None:
     assert len(paths) > 40
     for path in paths:
         document = copy.deepcopy(original)
-        set_at(document["receipt"], path, flipped(get_at(document["receipt"], path)))
+        set_at(document["receipt"], path, changed(path, get_at(document["receipt"], path)))
         file = write(tmp_path, document)
         code, _, err = run("receipts", "verify", str(file), "--keys", str(keys_file))
         assert code == 1, f"{path}: {err}"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from shared.core.receipt import receipt_document
 from shared.core.types import ConditionResult
 from shared.receipts import Verification, verify_receipt_document
-from tests.unit.receipts.factory import flipped, get_at, leaves, sample_body, set_at
+from tests.unit.receipts.factory import changed, get_at, leaves, sample_body, set_at
 from tests.unit.receipts.test_signing import RING, signed
 
 scalars = (
@@ -59,11 +59,11 @@ def test_any_receipt_round_trips_and_any_leaf_change_is_caught(
     assert _check(stored) is Verification.VALID
     paths = leaves(stored["receipt"])
     path = data.draw(st.sampled_from(paths))
-    changed = copy.deepcopy(stored)
-    old = get_at(changed["receipt"], path)
-    new = flipped(old)
+    altered = copy.deepcopy(stored)
+    old = get_at(altered["receipt"], path)
+    new = changed(path, old)
     if new == old or (isinstance(new, float) and float(new) == old):
         return  # a float too large for the flip to change it
-    set_at(changed["receipt"], path, new)
-    assert _check(changed) is Verification.TAMPERED, path
+    set_at(altered["receipt"], path, new)
+    assert _check(altered) is Verification.TAMPERED, path
     assert receipt_document(stored["receipt"], signature="x", key_id="y")["alg"] == "Ed25519"

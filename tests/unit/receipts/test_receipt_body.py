@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
+import rfc8785
 
 from shared.core.receipt import (
     BODY_FIELDS,
@@ -26,7 +28,7 @@ from tests.unit.receipts.factory import CONTRACT, T0, T1, sample_body
 def test_body_has_exactly_the_documented_fields() -> None:
     body = sample_body()
     assert sorted(body) == sorted(BODY_FIELDS)
-    assert body["version"] == 1
+    assert body["version"] == 2
     assert body["contract"] == {
         "id": CONTRACT.id,
         "version": CONTRACT.version,
@@ -55,16 +57,47 @@ def test_body_has_exactly_the_documented_fields() -> None:
     assert body["safe_to_claim_complete"] is True
 
 
-def test_payload_is_canonical_json() -> None:
+def test_payload_is_rfc8785() -> None:
     body = sample_body()
     payload = signing_payload(body)
-    assert payload == json.dumps(
-        body, sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    ).encode("utf-8")
+    assert payload == rfc8785.dumps(body)
     assert b" " not in payload.replace(b"stripe.refund", b"")
     # Same content in another key order gives the same bytes.
     reordered = dict(reversed(list(body.items())))
     assert signing_payload(reordered) == payload
+
+
+# Values whose spelling differs between Python's json.dumps and RFC 8785: JCS writes numbers
+# as ECMAScript does and sorts keys by UTF-16 code units (a non-BMP key, a surrogate pair,
+# sorts before U+FFFF there; after it by code point).
+JCS_CASES = [
+    ({"a": 2000.0}, b'{"a":2000}', b'{"a":2000.0}'),
+    ({"a": 1e16}, b'{"a":10000000000000000}', b'{"a":1e+16}'),
+    ({"a": 1e21}, b'{"a":1e+21}', b'{"a":1e+21}'),
+    ({"a": 0.000001}, b'{"a":0.000001}', b'{"a":1e-06}'),
+    (
+        {"\uffff": 1, "\U0001f600": 2},
+        '{"\U0001f600":2,"\uffff":1}'.encode(),
+        '{"\uffff":1,"\U0001f600":2}'.encode(),
+    ),
+]
+
+
+@pytest.mark.parametrize(("value", "jcs", "legacy"), JCS_CASES)
+def test_v2_payload_differs_from_json_dumps_where_jcs_does(
+    value: dict[str, Any], jcs: bytes, legacy: bytes
+) -> None:
+    body = sample_body(subject=value)
+    v2 = signing_payload(body)
+    v1 = signing_payload(body | {"version": 1})
+    assert b'"subject":' + jcs in v2
+    assert b'"subject":' + legacy in v1
+
+
+def test_unsafe_integers_are_written_as_strings() -> None:
+    body = sample_body(subject={"big": 2**60, "edge": 2**53 - 1, "neg": -(2**53)})
+    assert body["subject"] == {"big": str(2**60), "edge": 2**53 - 1, "neg": str(-(2**53))}
+    assert b'"big":"1152921504606846976"' in signing_payload(body)
 
 
 def test_payload_is_utf8_not_escaped() -> None:

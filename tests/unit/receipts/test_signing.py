@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from shared.core.contract import canonical_json
 from shared.core.receipt import receipt_document, signing_payload
 from shared.receipt_keys import (
     KeyRing,
@@ -28,7 +29,7 @@ from shared.receipt_keys import (
     write_private_key_file,
 )
 from shared.receipts import Verification, verify_receipt_document
-from tests.unit.receipts.factory import flipped, get_at, leaves, sample_body, set_at
+from tests.unit.receipts.factory import changed, get_at, leaves, sample_body, set_at
 
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
 OTHER = Ed25519PrivateKey.from_private_bytes(bytes(range(1, 33)))
@@ -114,7 +115,7 @@ def _leaf_paths() -> list[tuple[Any, ...]]:
 def test_flipping_any_leaf_is_tampering(path: tuple[Any, ...]) -> None:
     document = signed(sample_body())
     body = copy.deepcopy(document["receipt"])
-    set_at(body, path, flipped(get_at(body, path)))
+    set_at(body, path, changed(path, get_at(body, path)))
     document["receipt"] = body
     assert check(document) is Verification.TAMPERED
 
@@ -178,7 +179,40 @@ def test_other_algorithm_cannot_be_checked() -> None:
 
 
 def test_signed_receipt_of_unknown_version_cannot_be_read() -> None:
-    assert check(signed(sample_body() | {"version": 99})) is Verification.UNCHECKABLE
+    body = sample_body() | {"version": 99}
+    document = receipt_document(
+        body,
+        signature=sign_payload(KEY, canonical_json(body)),
+        key_id=key_id_for(KEY.public_key()),
+    )
+    result = verify_receipt_document(json.dumps(document), RING)
+    assert result.status is Verification.UNCHECKABLE
+    assert "receipt version 99 is not one this tool reads" in result.reason
+
+
+def _v1_document(body: dict[str, Any]) -> dict[str, Any]:
+    """A receipt as issued before v2: version 1, signed over sorted compact json.dumps."""
+    body = body | {"version": 1}
+    legacy = json.dumps(
+        body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode()
+    return receipt_document(
+        body, signature=sign_payload(KEY, legacy), key_id=key_id_for(KEY.public_key())
+    )
+
+
+def test_version_1_receipts_still_verify() -> None:
+    document = _v1_document(sample_body(reason="remboursé", subject={"amount": 2000.0}))
+    assert check(document) is Verification.VALID
+    document["receipt"]["reason"] = "rembourse"
+    assert check(document) is Verification.TAMPERED
+
+
+def test_a_v1_signature_does_not_pass_as_v2() -> None:
+    # The version is signed: relabelling a v1 receipt as v2 changes the bytes it is checked on.
+    document = _v1_document(sample_body(subject={"amount": 2000.0}))
+    document["receipt"]["version"] = 2
+    assert check(document) is Verification.TAMPERED
 
 
 def test_supersession_is_reported() -> None:

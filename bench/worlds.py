@@ -740,7 +740,10 @@ class Play:
         elif plan.when == "before":
             steps.append(self._before(made))
         elif plan.when == "after":
-            steps.append(self._after_verified(45 + plan.outage_s + plan.stuck_s))
+            # A succeeded refund whose refund.updated never arrives is never VERIFIED: its
+            # contradiction comes once the refund has settled, without waiting for a verdict.
+            budget = SETTLE_S + plan.stuck_s + 4.0 if plan.drop_updated else 45.0
+            steps.append(self._after_verified(budget + plan.outage_s + plan.stuck_s))
         await asyncio.gather(*steps)
         # The world's background actions (a later failure, the outage) finish before the end.
         done = 0
@@ -1241,6 +1244,7 @@ def main() -> None:
     )
     parser.add_argument("--poll-ms", type=int, default=100, help="how often each world polls")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--records", type=Path, default=None, help="write every world (JSON lines)")
     parser.add_argument(
         "--pg",
         default=os.environ.get(
@@ -1263,6 +1267,10 @@ def main() -> None:
     with running_system(args.pg, args.redis, work, name="bench-worlds") as system:
         results = asyncio.run(run_worlds(system, args))
     summary = summarize(results, time.monotonic() - started, args)
+    if args.records is not None:
+        with args.records.open("w", encoding="utf-8") as out:
+            for r in results:
+                out.write(json.dumps(asdict(r), default=str) + "\n")
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:

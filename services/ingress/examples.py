@@ -24,7 +24,7 @@ _HASH = "83491ff981adfd05" + "3f9c0d2a71b4e8c5" * 3
 
 _CONTRACT_REF = {
     "id": "stripe.refund.succeeded",
-    "version": "1.0.0",
+    "version": "1.1.0",
     "hash": _HASH,
     "completion_level": "succeeded",
 }
@@ -38,7 +38,10 @@ OPERATION: dict[str, Any] = {
     "reason": "awaiting_evidence",
     "class": None,
     "final": False,
+    "completion_level": "succeeded",
+    "claim": "Nothing may be claimed yet: the verdict is PENDING (state PENDING).",
     "safe_to_claim_complete": False,
+    "watch_until": None,
     "retry": {"action": "never", "verification": "no", "decided_by": "runtime"},
     "explanation": "The refund exists and is pending; no refund.updated event has arrived yet.",
     "created_at": _T0,
@@ -87,7 +90,9 @@ VERIFIED: dict[str, Any] = {
     "verdict": "VERIFIED",
     "reason": "all_conditions_hold",
     "final": True,
+    "claim": "Stripe finished the refund and reports it as succeeded.",
     "safe_to_claim_complete": True,
+    "watch_until": "2026-12-04T09:00:02.000000Z",
     "explanation": None,
     "next_observation_at": None,
     "receipt_url": f"/v1/operations/{_OP}/receipt",
@@ -147,6 +152,7 @@ RECEIPT: dict[str, Any] = {
             }
         ],
         "supersedes": None,
+        "watch_until": "2026-12-04T09:00:02.000000Z",
     },
     "signature": "BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSYnKCkqKywtLi8wMTIz"
     "NDU2Nzg5Ojs8PT4_QEFCQ0RFRg",

@@ -51,7 +51,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from shared.core.contract import Contract, Operator
+from shared.core.contract import CompletionCondition, Contract, Operator
 from shared.core.expressions import (
     UNKNOWN,
     EvaluationContext,
@@ -229,6 +229,24 @@ class _Channel:
         )
 
 
+def _evidence_conditions(
+    kind: str, conditions: Sequence[CompletionCondition]
+) -> tuple[_Condition, ...]:
+    """Conditions of the completion shape (``id, meaning, path, op, value, evidence``)."""
+    return tuple(
+        _Condition(
+            id=c.id,
+            kind=kind,
+            path=c.path,
+            op=c.op,
+            value=c.value,
+            prose=c.meaning,
+            evidence=c.evidence,
+        )
+        for c in conditions
+    )
+
+
 class _Compiled:
     """A contract made ready for fast evaluation."""
 
@@ -250,18 +268,7 @@ class _Compiled:
             for ch in contract.channels
         )
         self.channel_by_name = {ch.name: ch for ch in self.channels}
-        self.completion = tuple(
-            _Condition(
-                id=c.id,
-                kind="completion",
-                path=c.path,
-                op=c.op,
-                value=c.value,
-                prose=c.meaning,
-                evidence=c.evidence,
-            )
-            for c in contract.completion
-        )
+        self.completion = _evidence_conditions("completion", contract.completion)
         self.negative = tuple(
             _Condition(
                 id=c.id,
@@ -291,17 +298,8 @@ class _Compiled:
         self.all_conditions = self.completion + self.negative + self.verdict_map
         rejection = contract.rejection
         self.rejection_reason = rejection.reason if rejection is not None else None
-        self.rejection = tuple(
-            _Condition(
-                id=c.id,
-                kind="rejection",
-                path=c.path,
-                op=c.op,
-                value=c.value,
-                prose=c.meaning,
-                evidence=c.evidence,
-            )
-            for c in (rejection.confirm if rejection is not None else ())
+        self.rejection = _evidence_conditions(
+            "rejection", rejection.confirm if rejection is not None else ()
         )
         latency = {ch.name: ch.typical_latency_ms or 0 for ch in contract.channels}
         # Each confirming channel is read at least its typical latency after the report.

@@ -13,7 +13,14 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from shared.core.contract import Channel, Contract, HttpVerifier, MatchRule, contract_hash
+from shared.core.contract import (
+    Channel,
+    CompletionCondition,
+    Contract,
+    HttpVerifier,
+    MatchRule,
+    contract_hash,
+)
 
 __all__ = ["format_duration_ms", "format_value", "render_page"]
 
@@ -150,20 +157,7 @@ def render_page(
         "requirements above to be met.",
         "",
     ]
-    out += _table(
-        ("Condition", "Meaning", "Path", "Operator", "Expected", "Evidence"),
-        [
-            (
-                _code(k.id),
-                _inline(k.meaning),
-                _code(k.path),
-                _code(k.op.value),
-                _expected(k.value),
-                _code(k.evidence),
-            )
-            for k in c.completion
-        ],
-    )
+    out += _evidence_table(c.completion)
 
     if c.negative:
         out += [
@@ -218,20 +212,7 @@ def render_page(
             "report; until then it is PENDING and the action is never to be repeated.",
             "",
         ]
-        out += _table(
-            ("Condition", "Meaning", "Path", "Operator", "Expected", "Evidence"),
-            [
-                (
-                    _code(k.id),
-                    _inline(k.meaning),
-                    _code(k.path),
-                    _code(k.op.value),
-                    _expected(k.value),
-                    _code(k.evidence),
-                )
-                for k in c.rejection.confirm
-            ],
-        )
+        out += _evidence_table(c.rejection.confirm)
         out += ["", _inline(c.rejection.reason), ""]
 
     t = c.timing
@@ -452,6 +433,24 @@ def _inline(text: str) -> str:
 
 def _cell(text: str) -> str:
     return _inline(text).replace("|", "\\|")
+
+
+def _evidence_table(conditions: Sequence[CompletionCondition]) -> list[str]:
+    """Conditions of the completion shape, one row each."""
+    return _table(
+        ("Condition", "Meaning", "Path", "Operator", "Expected", "Evidence"),
+        [
+            (
+                _code(k.id),
+                _inline(k.meaning),
+                _code(k.path),
+                _code(k.op.value),
+                _expected(k.value),
+                _code(k.evidence),
+            )
+            for k in conditions
+        ],
+    )
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:

@@ -630,10 +630,8 @@ def _metric(name: str, *labels: str) -> None:
     key = (name, *labels)
     child = _METRICS.get(key)
     if child is None:
-        try:
-            from shared import observability
-        except ImportError:  # pragma: no cover - metrics are optional
-            return
+        from shared import observability
+
         child = _METRICS[key] = getattr(observability, name).labels(*labels)
     child.inc()
 

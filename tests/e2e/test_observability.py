@@ -30,15 +30,33 @@ def test_metrics_and_logs_follow_the_operations(distributed: DistributedSystem) 
     assert outcome.ok, outcome
     op_id = str((outcome.operation or {})["id"])
 
-    ingress = httpx.get(f"{distributed.api_url}/metrics", timeout=10)
+    # Not on the public API port: the figures are the operator's.
+    assert httpx.get(f"{distributed.api_url}/metrics", timeout=10).status_code == 404
+    assert "/metrics" not in httpx.get(f"{distributed.api_url}/openapi.json").text
+    ports = distributed.metrics_ports
+    ingress = httpx.get(f"http://127.0.0.1:{ports['ingress']}/metrics", timeout=10)
     assert ingress.status_code == 200
     assert ingress.headers["content-type"].startswith("text/plain")
     text = ingress.text
-    assert _value(text, "provely_operations", state="VERIFIED") >= 1
     assert _value(text, "provely_events_received_total", provider="stripe") >= 1
     assert "provely_events_deduplicated_total" in text
     assert "provely_events_refused_total" in text
-    assert "/metrics" not in httpx.get(f"{distributed.api_url}/openapi.json").text
+    # HTTP metrics by route template, never the raw path (no operation id in a label).
+    assert (
+        _value(
+            text,
+            "provely_http_requests_total",
+            handler="/v1/operations/{operation_id}",
+            method="GET",
+            status="200",
+        )
+        >= 1
+    ), text
+    assert op_id not in text
+    # The database-wide gauge comes from one exporter only, not from each ingress.
+    assert "provely_operations{" not in text
+    database = httpx.get(f"http://127.0.0.1:{ports['metrics']}/metrics", timeout=10).text
+    assert _value(database, "provely_operations", state="VERIFIED") >= 1
 
     observer = httpx.get(
         f"http://127.0.0.1:{distributed.metrics_ports['observer']}/metrics", timeout=10
@@ -58,12 +76,18 @@ def test_metrics_and_logs_follow_the_operations(distributed: DistributedSystem) 
     assert _value(verdict, "provely_operation_transitions_total", state="VERIFIED") >= 1
     assert _value(text, "provely_operation_transitions_total", state="OBSERVING") >= 1
 
-    # JSON logs: every line of the verdict worker about this operation carries its id.
+    # JSON logs: every line of every service is one JSON object (no banner, no plain text),
+    # and every line of the verdict worker about this operation carries its id.
+    for service in ("ingress", "observer", "verdict", "sweeper", "metrics"):
+        for number, line in enumerate(
+            (distributed.workdir / "logs" / f"{service}.log").read_text().splitlines(), 1
+        ):
+            try:
+                assert isinstance(json.loads(line), dict)
+            except (ValueError, AssertionError):
+                pytest.fail(f"{service}.log line {number} is not a JSON object: {line!r}")
     lines = (distributed.workdir / "logs" / "verdict.log").read_text().splitlines()
-    records = []
-    for line in lines:
-        if line.startswith("{"):
-            records.append(json.loads(line))
+    records = [json.loads(line) for line in lines]
     mine = [r for r in records if r.get("operation_id") == op_id]
     assert mine, "no log line of the verdict worker names the operation"
     assert all({"timestamp", "level", "event"} <= r.keys() for r in mine)

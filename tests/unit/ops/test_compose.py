@@ -136,3 +136,14 @@ def test_the_command_check_catches_bad_commands() -> None:
         resolve_cli(["serve"])
     with pytest.raises(typer.BadParameter):
         resolve_cli(["serve", "ingress", "--port", "not-a-number"])
+
+
+def test_metrics_are_scraped_on_the_network_only_and_the_gauges_exported_once() -> None:
+    services = _compose()["services"]
+    ingress = _command(services["ingress"]) or []
+    assert "--metrics-port" in ingress
+    port = ingress[ingress.index("--metrics-port") + 1]
+    assert all(not str(p).endswith(f":{port}") for p in services["ingress"].get("ports", []))
+    assert _command(services["metrics"])[:3] == ["provely", "serve", "metrics"]  # type: ignore[index]
+    assert "ports" not in services["metrics"]
+    assert services["metrics"]["environment"]["PROVELY_METRICS_HOST"] == "0.0.0.0"

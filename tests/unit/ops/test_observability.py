@@ -40,16 +40,16 @@ def test_json_logs_carry_the_bound_operation_id() -> None:
 
 
 def test_operation_id_is_read_from_api_paths() -> None:
-    assert obs._operation_id_from_path("/v1/operations/op_abc/action") == "op_abc"
-    assert obs._operation_id_from_path("/v1/operations/op_abc") == "op_abc"
-    assert obs._operation_id_from_path("/v1/operations") is None
-    assert obs._operation_id_from_path("/v1/events/stripe/ws_1") is None
+    assert obs.operation_id_from_path("/v1/operations/op_abc/action") == "op_abc"
+    assert obs.operation_id_from_path("/v1/operations/op_abc") == "op_abc"
+    assert obs.operation_id_from_path("/v1/operations") is None
+    assert obs.operation_id_from_path("/v1/events/stripe/ws_1") is None
 
 
 def test_registry_exposes_every_documented_metric() -> None:
     obs.EVENTS_RECEIVED.labels(provider="stripe").inc()
     obs.EVENTS_DEDUPLICATED.labels(provider="stripe").inc()
-    obs.EVENTS_REFUSED.labels(provider="stripe", reason="signature").inc()
+    obs.EVENTS_REFUSED.labels(provider="stripe", reason="no_matching_signature").inc()
     obs.OPERATION_TRANSITIONS.labels(state="VERIFIED").inc()
     obs.OBSERVATION_LATENCY.labels(channel="c", verifier="http", status="ok").observe(0.02)
     obs.record_verdict("VERIFIED", "all_conditions_hold")

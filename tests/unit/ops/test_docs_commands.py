@@ -78,7 +78,10 @@ def test_every_documented_command_parses(page: str, command: str) -> None:
 
 
 def test_the_check_catches_a_command_the_cli_does_not_take() -> None:
-    text = "```yaml\nx: 1\n```\n\n```bash\nprovely contracts lnt x   # a typo\nprovely up --prot 1\n```\n"
+    text = (
+        "```yaml\nx: 1\n```\n\n"
+        "```bash\nprovely contracts lnt x   # a typo\nprovely up --prot 1\n```\n"
+    )
     commands = _commands(text)
     assert commands == ["provely contracts lnt x", "provely up --prot 1"]
     for command in commands:

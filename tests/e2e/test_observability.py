@@ -92,3 +92,25 @@ def test_metrics_and_logs_follow_the_operations(distributed: DistributedSystem) 
     assert mine, "no log line of the verdict worker names the operation"
     assert all({"timestamp", "level", "event"} <= r.keys() for r in mine)
     assert any(re.search(r"provely\.evaluate", str(r.get("task"))) for r in mine)
+
+    # The request id of the action report travels with the work it caused: the observer's
+    # reading (the request's observe message) and the verdict worker's decision (sent by it).
+    def records(service: str) -> list[dict[str, object]]:
+        text = (distributed.workdir / "logs" / f"{service}.log").read_text()
+        return [json.loads(line) for line in text.splitlines()]
+
+    reports = [
+        r
+        for r in records("ingress")
+        if r.get("event") == "http.request" and r.get("path") == f"/v1/operations/{op_id}/action"
+    ]
+    assert reports
+    assert all(r["operation_id"] == op_id for r in reports)
+    request_ids = {r["request_id"] for r in reports}
+    for service in ("observer", "verdict"):
+        caused = [
+            r
+            for r in records(service)
+            if r.get("operation_id") == op_id and r.get("request_id") in request_ids
+        ]
+        assert caused, f"no {service} line carries an action report's request id {request_ids}"

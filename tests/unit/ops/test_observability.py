@@ -93,3 +93,42 @@ def test_task_operation_id_from_args_or_kwargs() -> None:
     assert obs._task_operation_id(["op_1", 3], {}) == "op_1"
     assert obs._task_operation_id([], {"operation_id": "op_2"}) == "op_2"
     assert obs._task_operation_id(["x"], {}) is None
+
+
+def test_observe_many_names_each_operation_on_its_thread_and_keeps_the_task_context() -> None:
+    import httpx
+
+    from services.observer.observe import ObserveOutcome, Observer
+    from shared.ratelimit import LocalTokenBucket
+    from shared.settings import Settings
+
+    class Logging(Observer):
+        def observe(self, operation_id: str, fence: int) -> ObserveOutcome:
+            obs.get_logger("test").info("reading", fence=fence)
+            return ObserveOutcome.OBSERVED
+
+    stream = io.StringIO()
+    obs.configure_logging(level="INFO", json=True, stream=stream)
+    observer = Logging(
+        settings=Settings(),
+        engine=None,  # type: ignore[arg-type]
+        http=httpx.Client(),
+        limiter=LocalTokenBucket(),
+    )
+    try:
+        with structlog.contextvars.bound_contextvars(task="provely.observe_many", request_id="r1"):
+            observer.observe_many([("op_a", 1), ("op_b", 2), ("op_c", 3)])
+            observer.observe_many([("op_d", 4)])
+    finally:
+        observer.close()
+        structlog.contextvars.clear_contextvars()
+        structlog.reset_defaults()
+        logging.getLogger().handlers.clear()
+    lines = sorted(_lines(stream), key=lambda r: str(r["operation_id"]))
+    assert [(r["operation_id"], r["fence"]) for r in lines] == [
+        ("op_a", 1),
+        ("op_b", 2),
+        ("op_c", 3),
+        ("op_d", 4),
+    ]
+    assert all(r["request_id"] == "r1" and r["task"] == "provely.observe_many" for r in lines)

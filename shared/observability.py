@@ -328,6 +328,9 @@ def configure_logging(*, level: str = "INFO", json: bool = True, stream: Any = N
     logging.captureWarnings(True)
     structlog.configure(
         processors=[
+            # A line under the level costs nothing more than this check (an access line per
+            # request under PROVELY_LOG_LEVEL=WARNING, say).
+            structlog.stdlib.filter_by_level,
             *_SHARED_PROCESSORS,
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],

@@ -11,7 +11,7 @@
    it ends, with fields rather than a sentence: ``method``, ``path``, ``query`` (secrets
    redacted: :func:`redact_query`), ``status``, ``duration_ms``, ``client``.
 3. ``prometheus-fastapi-instrumentator``: ``provely_http_requests_total`` and
-   ``provely_http_request_duration_seconds`` by route template (``/v1/operations/{op_id}``,
+   ``provely_http_request_duration_seconds`` by route template (``/v1/operations/{operation_id}``,
    never the raw path; an address no route knows counts as ``none``), method and status.
 """
 

@@ -104,3 +104,26 @@ def test_every_refusal_the_code_gives_is_a_known_reason(path: str, pattern: str)
     found = set(re.findall(pattern, (REPO / path).read_text(encoding="utf-8")))
     assert found, f"no refusal reason found in {path}: the pattern is out of date"
     assert found <= REFUSAL_REASONS, found - REFUSAL_REASONS
+
+
+def test_the_metrics_table_and_the_registry_name_the_same_metrics() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    table = text.split("| metric | type | labels | meaning |", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| `(provely_[a-z0-9_]+)` \| [a-z]+ \| ([^|]*) \|", table, re.MULTILINE)
+    documented = {name: set(re.findall(r"`([a-z_]+)`", labels)) for name, labels in rows}
+    assert documented == {name: set(labels) for name, labels in LABEL_VALUES.items()}
+
+
+def test_the_registry_of_label_values_matches_the_exported_metrics() -> None:
+    from prometheus_client import REGISTRY
+
+    from services.ingress.access import _http_metrics
+
+    _http_metrics()  # the HTTP metrics are made with the ingress's middleware
+    collectors = REGISTRY._names_to_collectors  # name (and its _total, _bucket …) -> collector
+    for name, labels in LABEL_VALUES.items():
+        if name == "provely_operations":
+            continue  # counted at scrape time by `provely serve metrics`, on its own registry
+        collector = collectors.get(name)
+        assert collector is not None, f"{name} is not registered"
+        assert set(collector._labelnames) == set(labels), name

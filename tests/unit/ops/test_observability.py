@@ -132,3 +132,40 @@ def test_observe_many_names_each_operation_on_its_thread_and_keeps_the_task_cont
         ("op_d", 4),
     ]
     assert all(r["request_id"] == "r1" and r["task"] == "provely.observe_many" for r in lines)
+
+
+def test_the_request_id_is_stamped_on_messages_and_bound_in_the_tasks_they_start() -> None:
+    """Celery's own signals, as a publish and a worker fire them: the publishing side stamps
+    the bound request id on the message's headers; a task started with such headers binds it
+    (and its operation id) to its log lines, and a message it sends carries it on."""
+    from celery import Celery, signals
+
+    celery_app = Celery("test", set_as_current=False)
+
+    @celery_app.task(name="test.observe")
+    def observe(operation_id: str, fence: int) -> None:
+        """A task like provely.observe (its first argument is the operation id)."""
+
+    obs.install_celery_hooks()
+    headers: dict[str, object] = {}
+    with structlog.contextvars.bound_contextvars(request_id="req-9"):
+        signals.before_task_publish.send(sender="test.observe", headers=headers, body=None)
+    assert headers[obs.REQUEST_ID_HEADER] == "req-9"
+
+    task = celery_app.tasks["test.observe"]
+    task.push_request(id="t1", args=["op_9", 1], kwargs={}, **{obs.REQUEST_ID_HEADER: "req-9"})
+    try:
+        signals.task_prerun.send(sender=task, task_id="t1", task=task, args=["op_9", 1], kwargs={})
+        bound = structlog.contextvars.get_contextvars()
+        assert bound["request_id"] == "req-9"
+        assert bound["operation_id"] == "op_9"
+        onward: dict[str, object] = {}
+        signals.before_task_publish.send(sender="provely.evaluate", headers=onward, body=None)
+        assert onward[obs.REQUEST_ID_HEADER] == "req-9"
+        signals.task_postrun.send(
+            sender=task, task_id="t1", task=task, args=["op_9", 1], kwargs={}, state="SUCCESS"
+        )
+        assert "request_id" not in structlog.contextvars.get_contextvars()
+    finally:
+        task.pop_request()
+        structlog.contextvars.clear_contextvars()

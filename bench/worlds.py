@@ -532,6 +532,7 @@ class Play:
         self.refund_status = ""
         self.tasks: list[asyncio.Task[None]] = []  # background actions, awaited before the end
         self.releaser: asyncio.Task[None] | None = None
+        self.final_before_contradiction = False
 
     def _note(self, text: str) -> None:
         now = time.monotonic()
@@ -626,6 +627,8 @@ class Play:
 
     async def _after_verified(self, budget_s: float) -> None:
         seen = await self.watcher.until(lambda p: p.final, timeout_s=budget_s)
+        if seen is not None and seen.state != "VERIFIED":
+            self.final_before_contradiction = True  # only a VERIFIED is watched after
         if seen is None or seen.state != "VERIFIED":
             self.result.notes.append(
                 "after: no VERIFIED to contradict"
@@ -762,7 +765,10 @@ class Play:
 
     async def _wait_end(self) -> None:
         accepted, pending_ok = self._expected()
-        if pending_ok:
+        if self.final_before_contradiction:
+            # A final verdict other than VERIFIED came before the contradiction; it stays.
+            await asyncio.sleep(max(0.0, self.last_action + 2.0 - time.monotonic()))
+        elif pending_ok:
             until = self.last_action + STABLE_S
             await asyncio.sleep(max(0.0, until - time.monotonic()))
             last = self.watcher.last

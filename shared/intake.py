@@ -527,7 +527,11 @@ def contract_of(session: Session, operation: Operation) -> Contract | None:
     try:
         return contract_for(session, operation)
     except ContractNotFound:
-        log.warning("operation %s: contract not found, not correlated", operation.id)
+        log.warning(
+            "operation %s: contract not found, not correlated",
+            operation.id,
+            extra={"operation_id": operation.id},
+        )
         return None
 
 
@@ -706,7 +710,12 @@ def _learn_subject(
         .execution_options(synchronize_session=False)
     )
     session.refresh(operation)
-    log.info("operation %s learned its subject %s", operation.id, subject_id)
+    log.info(
+        "operation %s learned its subject %s",
+        operation.id,
+        subject_id,
+        extra={"operation_id": operation.id, "subject_id": subject_id},
+    )
     return True
 
 

@@ -1,29 +1,39 @@
 """Logs and metrics every Provely process shares.
 
-Logs: structlog, one JSON object per line (or console lines when ``PROVELY_LOG_JSON=false``).
-Standard-library loggers (uvicorn, celery, alembic …) go through the same renderer. Context that
-belongs to the work in hand, above all the operation id, lives in ``contextvars`` and is merged
-into every line: ``bind_operation(op_id)`` in code, ``LogContextMiddleware`` on the HTTP side,
-``install_celery_hooks()`` for Celery tasks (any task whose first argument or ``operation_id``
-keyword is an operation id).
+Logs: structlog, one JSON object per line on stderr (or console lines when
+``PROVELY_LOG_JSON=false``). Standard-library loggers (uvicorn, celery, alembic …) go through
+the same renderer. Context that belongs to the work in hand, above all the operation id and the
+request id, lives in ``contextvars`` and is merged into every line: ``bind_operation(op_id)`` in
+code, ``services.ingress.access`` on the HTTP side, ``install_celery_hooks()`` for Celery tasks
+(any task whose first argument or ``operation_id`` keyword is an operation id; the request id
+travels in the message's ``provely_request_id`` header, from the request to the tasks it causes
+and on to the tasks those send).
 
 Metrics: Prometheus objects defined once here, on the default registry, so every service
 increments the same names. Processes that fork (uvicorn ``--workers``, Celery prefork) set
 ``PROMETHEUS_MULTIPROC_DIR`` before this module is imported (``provely serve`` does it) and
-``metrics_registry()`` then aggregates the per-process files. ``metrics_asgi_app()`` is mounted
-at ``/metrics`` on the ingress; ``start_metrics_server(port)`` serves a worker's metrics.
+``metrics_registry()`` then aggregates the per-process files. ``start_metrics_server(port)``
+serves a process's metrics on a port of their own (``PROVELY_METRICS_PORT``, on
+``PROVELY_METRICS_HOST``, loopback unless configured), never on the API's port. The
+database-wide gauges (``provely_operations``) are not per process: only ``provely serve
+metrics`` exports them (:class:`OperationsByStateCollector`), so adding up every target never
+counts an operation twice.
 
-Metric names:
+Metric names (:data:`LABEL_VALUES` lists the values a label takes where they are a closed set):
 
 - ``provely_events_received_total{provider}``: signed deliveries accepted (new or repeated).
 - ``provely_events_deduplicated_total{provider}``: deliveries of an event already stored.
-- ``provely_events_refused_total{provider,reason}``: deliveries refused (signature, size …).
+- ``provely_events_refused_total{provider,reason}``: deliveries refused and stored nowhere,
+  every kind (:data:`REFUSAL_REASONS`).
 - ``provely_operations{state}``: operations by state, counted in the database at scrape time.
 - ``provely_operation_transitions_total{state}``: state changes written, by the new state.
 - ``provely_observation_latency_seconds{channel,verifier,status}``: one channel reading.
 - ``provely_queue_lag_seconds{queue}``: how late a task started after it was due.
 - ``provely_verdicts_total{verdict,reason}``: verdicts decided by the engine (final or not).
 - ``provely_tasks_total{task,outcome}``: Celery tasks run, by outcome.
+- ``provely_http_requests_total{handler,method,status}`` and
+  ``provely_http_request_duration_seconds{handler,method,status}``: the ingress's requests, by
+  route template (``prometheus-fastapi-instrumentator``; ``services.ingress.access``).
 """
 
 from __future__ import annotations
@@ -42,26 +52,29 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from shared.core.types import OperationState, Verdict
+
 __all__ = [
     "EVENTS_DEDUPLICATED",
     "EVENTS_RECEIVED",
     "EVENTS_REFUSED",
+    "LABEL_VALUES",
     "OBSERVATION_LATENCY",
     "OPERATION_TRANSITIONS",
     "QUEUE_LAG",
+    "REFUSAL_REASONS",
+    "REQUEST_ID_HEADER",
     "TASKS",
     "VERDICTS",
-    "LogContextMiddleware",
     "OperationsByStateCollector",
     "bind_operation",
     "configure_logging",
     "get_logger",
     "install_celery_hooks",
-    "install_http_observability",
     "mark_process_dead",
-    "metrics_asgi_app",
     "metrics_registry",
     "observe_queue_lag",
+    "operation_id_from_path",
     "operations_by_state",
     "record_verdict",
     "start_metrics_server",
@@ -115,6 +128,60 @@ TASKS = Counter(
     "Celery tasks run by this process, by task name and outcome.",
     ["task", "outcome"],
 )
+
+
+REFUSAL_REASONS: frozenset[str] = frozenset(
+    {
+        # the request: no such endpoint, wrong method, too large, or not storable now
+        "unknown_endpoint",
+        "method_not_allowed",
+        "body_too_large",
+        "client_disconnected",
+        "unavailable",
+        "internal_error",
+        # the signature (``shared.signatures.SignatureError.reason``)
+        "missing_header",
+        "malformed_header",
+        "no_v1_signature",
+        "no_matching_signature",
+        "timestamp_out_of_tolerance",
+        "no_secret",
+        # the verified body (``shared.intake.MalformedEvent.reason``)
+        "malformed_json",
+        "malformed_event",
+        "missing_event_id",
+        "missing_event_type",
+        "missing_event_time",
+    }
+)
+"""Every ``reason`` of ``provely_events_refused_total`` (a test keeps it in step with the
+reasons the intake, the signature schemes and the event parser give)."""
+
+_STATES = frozenset(state.value for state in OperationState)
+_VERDICTS = frozenset(verdict.value for verdict in Verdict)
+
+LABEL_VALUES: dict[str, dict[str, frozenset[str] | None]] = {
+    "provely_events_received_total": {"provider": None},
+    "provely_events_deduplicated_total": {"provider": None},
+    "provely_events_refused_total": {"provider": None, "reason": REFUSAL_REASONS},
+    "provely_operations": {"state": _STATES},
+    "provely_operation_transitions_total": {"state": _STATES},
+    "provely_observation_latency_seconds": {
+        "channel": None,
+        "verifier": None,
+        "status": None,
+    },
+    "provely_queue_lag_seconds": {
+        "queue": frozenset({"observe", "correlate", "verdict", "unknown"})
+    },
+    "provely_verdicts_total": {"verdict": _VERDICTS, "reason": None},
+    "provely_tasks_total": {"task": None, "outcome": None},
+    "provely_http_requests_total": {"handler": None, "method": None, "status": None},
+    "provely_http_request_duration_seconds": {"handler": None, "method": None, "status": None},
+}
+"""Every metric Provely exports, its labels and, where they are a closed set, their values (None:
+open, such as a provider or a route template). Documentation (alerts, dashboards) may only name
+what is here; a test checks docs/operations.md against it."""
 
 
 def record_verdict(verdict: str, reason: str | None) -> None:
@@ -177,13 +244,6 @@ def metrics_registry(extra: Iterable[Collector] = ()) -> CollectorRegistry:
     return registry
 
 
-def metrics_asgi_app(extra: Iterable[Collector] = ()) -> Any:
-    """An ASGI app that serves the Prometheus text format (mount it at ``/metrics``)."""
-    from prometheus_client import make_asgi_app
-
-    return make_asgi_app(registry=metrics_registry(extra))
-
-
 def operations_by_state(engine: Any) -> Callable[[], dict[str, int]]:
     """A ``count_by_state`` for :class:`OperationsByStateCollector` reading ``engine``."""
 
@@ -201,27 +261,15 @@ def operations_by_state(engine: Any) -> Callable[[], dict[str, int]]:
     return count
 
 
-def install_http_observability(app: Any, *, engine: Any) -> None:
-    """On an ASGI app (the ingress): ``GET /metrics`` (this process's metrics, or every worker
-    process's when running multi-process, plus operations by state from ``engine``) and the
-    log context of each request (request id, the path's operation id)."""
-    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-    from starlette.responses import Response
-
-    registry = metrics_registry([OperationsByStateCollector(operations_by_state(engine))])
-
-    def metrics() -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
-
-    app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
-    app.add_middleware(LogContextMiddleware)
-
-
-def start_metrics_server(port: int, *, addr: str = "0.0.0.0") -> None:
-    """Serve this process's metrics (aggregated in multi-process mode) on ``port``."""
+def start_metrics_server(
+    port: int, *, addr: str = "127.0.0.1", extra: Iterable[Collector] = ()
+) -> None:
+    """Serve this process's metrics (aggregated in multi-process mode) on ``addr:port``, in a
+    thread (loopback unless told otherwise: the figures are the operator's, not the public's);
+    ``extra`` collectors are added (the database-wide gauges of ``provely serve metrics``)."""
     from prometheus_client import start_http_server
 
-    start_http_server(port, addr=addr, registry=metrics_registry())
+    start_http_server(port, addr=addr, registry=metrics_registry(extra))
 
 
 def mark_process_dead(pid: int) -> None:
@@ -251,7 +299,8 @@ def configure_logging(*, level: str = "INFO", json: bool = True, stream: Any = N
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
     )
     formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=_SHARED_PROCESSORS,
+        # A standard-library line's ``extra={...}`` become fields (``operation_id`` above all).
+        foreign_pre_chain=[*_SHARED_PROCESSORS, structlog.stdlib.ExtraAdder()],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.format_exc_info,
@@ -269,8 +318,19 @@ def configure_logging(*, level: str = "INFO", json: bool = True, stream: Any = N
         named = logging.getLogger(name)
         named.handlers.clear()
         named.propagate = True
+    # billiard (Celery's pool) logs to "multiprocessing", which does not propagate: give it the
+    # same handler, or its lines reach stderr as plain text through logging's last resort.
+    pool = logging.getLogger("multiprocessing")
+    pool.handlers.clear()
+    pool.addHandler(handler)
+    pool.setLevel(logging.WARNING)  # its info lines are each pool process's start
+    # Warnings (a library's deprecation, Celery's "running as root") become log lines too.
+    logging.captureWarnings(True)
     structlog.configure(
         processors=[
+            # A line under the level costs nothing more than this check (an access line per
+            # request under PROVELY_LOG_LEVEL=WARNING, say).
+            structlog.stdlib.filter_by_level,
             *_SHARED_PROCESSORS,
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],
@@ -293,7 +353,8 @@ def bind_operation(operation_id: str | None, **extra: Any) -> Iterator[None]:
         yield
 
 
-def _operation_id_from_path(path: str) -> str | None:
+def operation_id_from_path(path: str) -> str | None:
+    """The operation id of an API path (``/v1/operations/op_…``), or None."""
     parts = path.strip("/").split("/")
     if len(parts) >= 3 and parts[0] == "v1" and parts[1] == "operations":
         candidate = parts[2]
@@ -302,37 +363,15 @@ def _operation_id_from_path(path: str) -> str | None:
     return None
 
 
-class LogContextMiddleware:
-    """Pure ASGI middleware: binds ``request_id`` and the path's operation id to the logs."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope.get("type") != "http":
-            await self.app(scope, receive, send)
-            return
-        request_id = None
-        for key, value in scope.get("headers") or ():
-            if key == b"x-request-id":
-                request_id = value.decode("latin-1")[:100]
-                break
-        if request_id is None:
-            request_id = os.urandom(8).hex()
-        values: dict[str, Any] = {"request_id": request_id}
-        operation_id = _operation_id_from_path(scope.get("path", ""))
-        if operation_id:
-            values["operation_id"] = operation_id
-        with structlog.contextvars.bound_contextvars(**values):
-            await self.app(scope, receive, send)
-
-
 # --------------------------------------------------------------------------------------------
 # Celery: operation id in the logs, queue lag, task outcomes
 # --------------------------------------------------------------------------------------------
 
 _CELERY_HOOKS_INSTALLED = False
 _SENT_AT_HEADER = "provely_sent_at"
+REQUEST_ID_HEADER = "provely_request_id"
+"""The Celery message header that carries the request id of the HTTP request (``X-Request-Id``)
+that caused the task, directly or through the tasks in between."""
 
 
 def _task_operation_id(args: Any, kwargs: Any) -> str | None:
@@ -364,8 +403,10 @@ def _parse_time(value: Any) -> datetime | None:
 def install_celery_hooks() -> None:
     """Connect Celery signals once per process (publisher and worker sides).
 
-    - publishing: stamps the send time on each message (for the lag of tasks without an ETA);
-    - before a task: binds the operation id to the logs and records the queue lag;
+    - publishing: stamps the send time on each message (for the lag of tasks without an ETA) and
+      the request id of the work in hand (an HTTP request, or the task that sends this one);
+    - before a task: binds the operation id and the request id to the logs and records the
+      queue lag;
     - after a task: unbinds and counts the outcome.
     """
     global _CELERY_HOOKS_INSTALLED
@@ -376,6 +417,9 @@ def install_celery_hooks() -> None:
     def before_publish(headers: dict[str, Any] | None = None, **_: Any) -> None:
         if headers is not None:
             headers.setdefault(_SENT_AT_HEADER, time.time())
+            request_id = structlog.contextvars.get_contextvars().get("request_id")
+            if isinstance(request_id, str):
+                headers.setdefault(REQUEST_ID_HEADER, request_id)
 
     def prerun(task: Any = None, args: Any = None, kwargs: Any = None, **_: Any) -> None:
         structlog.contextvars.clear_contextvars()
@@ -387,6 +431,9 @@ def install_celery_hooks() -> None:
         request = getattr(task, "request", None)
         if request is None:
             return
+        request_id = request.get(REQUEST_ID_HEADER)
+        if isinstance(request_id, str):
+            structlog.contextvars.bind_contextvars(request_id=request_id)
         due = _parse_time(getattr(request, "eta", None))
         if due is None:
             due = _parse_time(request.get(_SENT_AT_HEADER))

@@ -128,7 +128,13 @@ def dispatch_observe(operation_id: str, fence: int, *, countdown_s: float) -> bo
         # so the reading itself happens on time.
         send(OBSERVE_TASK, [operation_id, fence], countdown_s=countdown_s - OBSERVE_LEAD_S)
     except Exception:  # the broker is down: the sweeper recovers from next_observation_at
-        log.warning("observe message for %s fence %s not sent", operation_id, fence, exc_info=True)
+        log.warning(
+            "observe message for %s fence %s not sent",
+            operation_id,
+            fence,
+            exc_info=True,
+            extra={"operation_id": operation_id, "fence": fence},
+        )
         return False
     return True
 

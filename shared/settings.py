@@ -80,7 +80,16 @@ class Settings(BaseSettings):
         default=True, description="JSON logs (structlog); false for console logs."
     )
     metrics_port: int | None = Field(
-        default=None, description="Port of a worker's Prometheus endpoint."
+        default=None,
+        ge=1,
+        le=65535,
+        description="Port of a service's Prometheus endpoint (the ingress's too: never its API "
+        "port); unset: no endpoint.",
+    )
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        description="Address the Prometheus endpoints listen on (0.0.0.0 to be scraped from "
+        "another host or container).",
     )
 
     def resolved_database_url(self) -> str:

@@ -112,6 +112,7 @@ def apikey_list(
     workspace: str = typer.Option(..., "--workspace", help="Workspace id (ws_…)."),
 ) -> None:
     """List a workspace's keys (ids, prefixes, scopes; never the keys)."""
+    from services.cli.times import utc_text
     from shared.db.tenants import list_api_keys
 
     def work(session: Any, now: Any) -> list[dict[str, Any]]:
@@ -121,8 +122,8 @@ def apikey_list(
                 "prefix": row.prefix,
                 "scope": "admin" if "admin" in row.scopes.split(",") else "agent",
                 "name": row.name,
-                "created_at": row.created_at.isoformat(),
-                "revoked_at": row.revoked_at.isoformat() if row.revoked_at else None,
+                "created_at": utc_text(row.created_at),
+                "revoked_at": utc_text(row.revoked_at) if row.revoked_at else None,
             }
             for row in list_api_keys(session, workspace)
         ]
@@ -133,12 +134,13 @@ def apikey_list(
 @apikey_group.command("revoke")
 def apikey_revoke(key_id: str = typer.Argument(..., help="Key id (key_…).")) -> None:
     """Revoke a key; requests with it are refused at once."""
+    from services.cli.times import utc_text
     from shared.db.tenants import revoke_api_key
 
     def work(session: Any, now: Any) -> dict[str, Any]:
         row = revoke_api_key(session, key_id, now=now)
         assert row.revoked_at is not None
-        return {"key_id": row.id, "revoked_at": row.revoked_at.isoformat()}
+        return {"key_id": row.id, "revoked_at": utc_text(row.revoked_at)}
 
     _print(_run(work))
 

@@ -78,17 +78,22 @@ def table(
         None, "--update", help="Rewrite the generated block of this Markdown file."
     ),
 ) -> None:
-    """Print the Markdown table of every PROVELY_* setting (or update a document's block)."""
+    """Print the Markdown table of every PROVELY_* setting (or update a document's block).
+
+    With --update: says "updated FILE" or "unchanged FILE"; exit 2 when the file cannot be
+    read or written, or has no generated block."""
     if update is None:
         typer.echo(settings_table())
         return
     try:
         text = update.read_text("utf-8")
-        update.write_text(update_document(text), "utf-8")
-    except (OSError, ValueError) as exc:
+        updated = update_document(text)
+        if updated != text:
+            update.write_text(updated, "utf-8")
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
-    typer.echo(f"updated {update}")
+        raise typer.Exit(2) from None
+    typer.echo(f"{'updated' if updated != text else 'unchanged'} {update}")
 
 
 def _redact(name: str, value: Any) -> Any:

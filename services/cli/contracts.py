@@ -2,7 +2,8 @@
 
 ``lint`` works on files (contracts and skill manifests, YAML or JSON) without loading the
 registry; the other commands read the registry, so a tampered skill or a conflict stops them
-with the registry's message.
+with the registry's message. Exit codes: 0 clean, 1 findings, 2 nothing could be checked
+(a path that does not exist, a file that cannot be read, no contract files at all).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def _files(paths: list[Path]) -> Iterator[Path]:
         elif path.is_file():
             yield path
         else:
-            raise _fail(f"{path}: no such file or directory")
+            raise _fail(f"{path}: no such file or directory", 2)
 
 
 def _parse(path: Path) -> tuple[Any, LintError | None]:
@@ -56,8 +57,32 @@ def _parse(path: Path) -> tuple[Any, LintError | None]:
     try:
         return parse_document(path), None
     except ValueError as exc:
+        if isinstance(exc.__cause__, OSError | UnicodeDecodeError):
+            raise _fail(str(exc), 2) from None  # nothing to check: not a finding
         message = str(exc).removeprefix(f"{path}: ")
         return None, LintError(str(path), "?", "(document)", message)
+
+
+def _unsigned(path: Path, data: Any) -> str | None:
+    """Why the skill at ``path`` is not signed yet (no sha256 recorded, no skill.sig), or None.
+
+    Not a finding: a skill is written first and signed last (``provely skills sign``)."""
+    from shared.skills import SIGNATURE_FILE
+
+    listed = data.get("contracts") if isinstance(data, dict) else None
+    missing = [
+        str(item.get("file"))
+        for item in (listed if isinstance(listed, list) else [])
+        if isinstance(item, dict) and not item.get("sha256")
+    ]
+    reasons = []
+    if missing:
+        reasons.append(f"no sha256 recorded for {', '.join(missing)}")
+    if not (path.parent / SIGNATURE_FILE).is_file():
+        reasons.append(f"no {SIGNATURE_FILE}")
+    if not reasons:
+        return None
+    return f"{path}: unsigned ({'; '.join(reasons)}): sign it with `provely skills sign`"
 
 
 def _lint_skill(path: Path, data: Any) -> list[LintError]:
@@ -94,7 +119,11 @@ def lint(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
 ) -> None:
-    """Check contracts and skill manifests; exit 1 when anything is wrong."""
+    """Check contracts and skill manifests: exit 0 clean, 1 findings, 2 cannot read.
+
+    A skill manifest that is not signed yet (no hashes, no skill.sig) is reported as unsigned,
+    which is not a finding.
+    """
     from shared.core.contract import contract_hash
     from shared.core.lint import LintError, is_skill_manifest, validate_contract
 
@@ -105,8 +134,9 @@ def lint(
         paths = [local if local.is_dir() else SHIPPED_CONTRACTS_DIR]
     targets = list(_files(paths))
     if not targets:
-        raise _fail("no contract files found")
+        raise _fail("no contract files found", 2)
     errors: list[LintError] = []
+    unsigned: list[str] = []
     seen: dict[tuple[str, str], tuple[str, Path]] = {}
     n_contracts = n_skills = 0
     for path in targets:
@@ -117,6 +147,9 @@ def lint(
         if is_skill_manifest(data):
             n_skills += 1
             errors += _lint_skill(path, data)
+            note = _unsigned(path, data)
+            if note is not None:
+                unsigned.append(note)
             continue
         n_contracts += 1
         contract, found = validate_contract(data, file=str(path))
@@ -136,10 +169,13 @@ def lint(
             )
         seen.setdefault(key, (digest, path))
     if as_json:
-        typer.echo(json.dumps({"errors": [e.as_dict() for e in errors]}, indent=2))
+        document = {"errors": [e.as_dict() for e in errors], "unsigned": unsigned}
+        typer.echo(json.dumps(document, indent=2))
     else:
         for error in errors:
             typer.echo(str(error))
+        for note in unsigned:
+            typer.echo(f"note: {note}")
     files = f"{len(targets)} file{'s' if len(targets) != 1 else ''}"
     kinds = f"{n_contracts} contract(s), {n_skills} skill manifest(s)"
     if errors:
@@ -202,7 +238,7 @@ def hash_file(path: Path = typer.Argument(..., help="A contract file (YAML or JS
     from shared.core.lint import validate_contract
 
     if not path.is_file():
-        raise _fail(f"{path}: no such file")
+        raise _fail(f"{path}: no such file", 2)
     data, error = _parse(path)
     if error is not None:
         raise _fail(str(error))

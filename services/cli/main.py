@@ -19,24 +19,51 @@ from services.cli import (
     serve,
     skills,
 )
+from services.cli.help import HelpGroup
 
 __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="provely",
-    help="Provely proves that a side effect really happened at a provider.",
+    help="Provely proves that a side effect really happened at a provider.\n\n"
+    "Exit codes: 0 ok, 1 a finding (or a refused request), 2 cannot check (usage, settings, "
+    "unreadable input, unreachable database).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=HelpGroup,
 )
+
+
+def _installed_version() -> str:
+    from importlib.metadata import version as package_version
+
+    return package_version("provely")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"provely {_installed_version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    _version: bool = typer.Option(
+        False,
+        "--version",
+        help="Print the installed Provely version and exit.",
+        callback=_print_version,
+        is_eager=True,
+    ),
+) -> None:
+    """Provely proves that a side effect really happened at a provider."""
 
 
 @app.command("version")
 def version() -> None:
     """Print the installed Provely version."""
-    from importlib.metadata import version as package_version
-
-    typer.echo(package_version("provely"))
+    typer.echo(_installed_version())
 
 
 for module in (contracts, db, admin, sandbox, serve, receipts, audit, skills, demo):

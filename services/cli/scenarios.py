@@ -507,8 +507,14 @@ async def _run_entitlement(system: System, sink: ProgressSink) -> Outcome:
     agents: list[Agent] = []
     try:
         from examples.entitlement_app import create_app
-    except ImportError:
-        outcome.error = "the example app (examples/entitlement_app) is not importable here"
+    except ImportError as exc:
+        # Say what is missing: the example needs the official `stripe` library (the `demo`
+        # extra, which `scripts/demo` installs) and the repository's `examples/` directory.
+        outcome.error = (
+            f"the example app (examples/entitlement_app) cannot be imported: {exc} "
+            "(run from a checkout with the demo extra: pip install -e '.[demo]', "
+            "or bash scripts/demo)"
+        )
         sink(name, {"done": outcome})
         return outcome
     from services.sandbox.runner import run_app

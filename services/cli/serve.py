@@ -1,7 +1,8 @@
 """CLI: ``provely serve ingress|observer|verdict|sweeper`` — one production service per process.
 
 - ``ingress``: the HTTP API and webhook intake under uvicorn (``--workers`` processes);
-  ``/metrics`` is served by the app itself.
+  ``--metrics-port`` (or ``PROVELY_METRICS_PORT``) serves its Prometheus metrics, aggregated
+  over the worker processes, on a port of its own: never on the public API port.
 - ``observer`` / ``verdict``: Celery workers consuming only their own queues (``observe`` and
   ``correlate`` / ``verdict``), so each scales on its own; ``observer --queues correlate`` runs
   a worker that only correlates webhook events. ``--metrics-port`` (or
@@ -9,6 +10,12 @@
   processes.
 - ``sweeper``: the loop that re-sends overdue observations, applies deadlines and correlates
   webhook events whose message was lost.
+- ``metrics``: the database-wide gauges (operations by state), counted in the database at each
+  scrape. One process exports them, so that adding up the targets counts each operation once.
+
+Every metrics endpoint listens on ``PROVELY_METRICS_HOST`` (loopback unless configured). Every
+line a service writes on stdout and stderr is one JSON object (``PROVELY_LOG_JSON``): Celery's
+start-up banner is turned off.
 
 Shutdown: SIGTERM (or Ctrl-C) is graceful everywhere. uvicorn stops accepting and finishes the
 requests in flight; a Celery worker performs a warm shutdown — it finishes the tasks it runs,
@@ -19,6 +26,7 @@ sweeper ends its current pass.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import logging
 import os
@@ -58,12 +66,18 @@ def _use_multiprocess_metrics() -> None:
     atexit.register(shutil.rmtree, directory, True)
 
 
-def _setup_logging() -> None:
+def _setup_logging(*, http: bool = False) -> None:
     from shared.observability import configure_logging
     from shared.settings import get_settings
 
     settings = get_settings()
     configure_logging(level=settings.log_level, json=settings.log_json)
+    if http:
+        # The ingress writes its own access line per request (services.ingress.access, with
+        # fields and the query's secrets redacted); uvicorn's sentence would repeat it.
+        access = logging.getLogger("uvicorn.access")
+        access.handlers.clear()
+        access.propagate = False
 
 
 YOUNG_GC_THRESHOLD = 20_000
@@ -90,7 +104,7 @@ def ingress_app() -> Any:
     the process, so it is moved out of the garbage collector's reach (``gc.freeze``): a full
     collection otherwise walks all of it, and under load that held the event loop for 60 to 100 ms
     at a time (see docs/benchmarks.md, "Ingest")."""
-    _setup_logging()
+    _setup_logging(http=True)
     from shared.observability import install_celery_hooks
 
     install_celery_hooks()
@@ -105,6 +119,29 @@ def ingress_app() -> Any:
     return app
 
 
+def _metrics_port(option: int | None, api_port: int | None = None) -> int | None:
+    from shared.settings import get_settings
+
+    port = option if option is not None else get_settings().metrics_port
+    if port is not None and port == api_port:
+        raise _fail(f"the metrics port must not be the API port ({port})")
+    return port
+
+
+def _serve_metrics(port: int | None, extra: Any = ()) -> None:
+    """Start this process's metrics endpoint on ``PROVELY_METRICS_HOST:port`` (a thread)."""
+    if port is None:
+        return
+    from shared.observability import start_metrics_server
+    from shared.settings import get_settings
+
+    host = get_settings().metrics_host
+    try:
+        start_metrics_server(port, addr=host, extra=extra)
+    except OSError as exc:
+        raise _fail(f"cannot serve metrics on {host}:{port}: {exc.strerror}") from None
+
+
 @group.command("ingress")
 def ingress(
     host: str = typer.Option("0.0.0.0", "--host", help="Address to listen on."),
@@ -113,8 +150,15 @@ def ingress(
     graceful_timeout: int = typer.Option(
         20, "--graceful-timeout", min=1, help="Seconds in-flight requests get on shutdown."
     ),
+    metrics_port: int | None = typer.Option(
+        None,
+        "--metrics-port",
+        min=1,
+        max=65535,
+        help="Prometheus port, apart from the API (default: PROVELY_METRICS_PORT; none: off).",
+    ),
 ) -> None:
-    """The HTTP API and the webhook intake (uvicorn); metrics at /metrics."""
+    """The HTTP API and the webhook intake (uvicorn); metrics on --metrics-port."""
     from shared.secrets import SecretError, check_secret_key
 
     try:
@@ -122,9 +166,11 @@ def ingress(
     except SecretError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    served_metrics = _metrics_port(metrics_port, api_port=port)
     if workers > 1:
         _use_multiprocess_metrics()
-    _setup_logging()
+    _setup_logging(http=True)
+    _serve_metrics(served_metrics)
     import uvicorn
 
     uvicorn.run(
@@ -136,7 +182,9 @@ def ingress(
         log_config=None,
         proxy_headers=True,
         timeout_graceful_shutdown=graceful_timeout,
-        access_log=True,  # one JSON line per request, with its request id
+        # The app writes one structured line per request (services.ingress.access): fields,
+        # the request id, and the query's secrets redacted, which uvicorn's own line has not.
+        access_log=False,
     )
 
 
@@ -152,7 +200,7 @@ def _run_worker(
     from shared.settings import get_settings
 
     settings = get_settings()
-    port = metrics_port if metrics_port is not None else settings.metrics_port
+    port = _metrics_port(metrics_port)
     if port is not None and pool == "prefork":
         _use_multiprocess_metrics()
     _setup_logging()
@@ -164,7 +212,6 @@ def _run_worker(
         get_logger,
         install_celery_hooks,
         mark_process_dead,
-        start_metrics_server,
     )
 
     def keep_our_logging(**_: Any) -> None:
@@ -191,15 +238,16 @@ def _run_worker(
             shutil.rmtree(directory, ignore_errors=True)
         os._exit(int(code))
 
+    _say_as_log_lines(json_lines=settings.log_json)
     signals.setup_logging.connect(keep_our_logging, weak=False)
     signals.worker_shutting_down.connect(shutting_down, weak=False)
     signals.worker_shutdown.connect(shut_down, weak=False)
     signals.worker_process_shutdown.connect(child_exited, weak=False)
     install_celery_hooks()
-    if port is not None:
-        start_metrics_server(port)
+    _serve_metrics(port)
     log.info("worker.starting", role=role, queue=queue, concurrency=concurrency, pool=pool)
     argv = [
+        "--quiet",  # no start-up banner on stdout: every line of a service is one JSON object
         "worker",
         "--queues",
         queue,
@@ -219,6 +267,36 @@ def _run_worker(
         argv += ["--max-tasks-per-child", str(max_tasks_per_child)]
     collect_less()  # pool processes are forked from this one and keep its thresholds
     celery_app.worker_main(argv)
+
+
+def _say_as_log_lines(*, json_lines: bool) -> None:
+    """Celery's worker prints a few sentences itself, outside logging ("worker: Warm shutdown
+    (MainProcess)", from its signal handlers, with a raw ``os.write`` on stdout). Write them as
+    log lines instead, on stderr, with the same raw write (they are said in signal handlers,
+    where taking the logging module's locks is not safe)."""
+    import json
+    from datetime import UTC, datetime
+
+    import celery.apps.worker as celery_worker
+
+    def say(msg: str, f: Any = None) -> None:
+        text = str(msg).strip()
+        if json_lines:
+            line = json.dumps(
+                {
+                    "event": text,
+                    "level": "info",
+                    "logger": "celery.apps.worker",
+                    "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+                }
+            )
+        else:
+            line = f"[info] {text}"
+        # As Celery's own: losing a sentence must not stop the shutdown.
+        with contextlib.suppress(OSError):
+            os.write(2, (line + "\n").encode("utf-8", "replace"))
+
+    celery_worker.safe_say = say  # type: ignore[attr-defined]
 
 
 _POOLS = ("prefork", "threads", "solo")
@@ -306,13 +384,12 @@ def sweeper(
     from shared.settings import get_settings
 
     settings = get_settings()
+    port = _metrics_port(metrics_port)
     _setup_logging()
-    from shared.observability import get_logger, install_celery_hooks, start_metrics_server
+    from shared.observability import get_logger, install_celery_hooks
 
     install_celery_hooks()
-    port = metrics_port if metrics_port is not None else settings.metrics_port
-    if port is not None:
-        start_metrics_server(port)
+    _serve_metrics(port)
     stop = threading.Event()
 
     def request_stop(signum: int, _frame: Any) -> None:
@@ -327,6 +404,43 @@ def sweeper(
         "sweeper.starting", interval_s=settings.sweeper_interval_seconds
     )
     run_forever(stop=stop)
+
+
+@group.command("metrics")
+def metrics(
+    port: int = typer.Option(
+        9200, "--port", min=1, max=65535, help="Prometheus port (on PROVELY_METRICS_HOST)."
+    ),
+) -> None:
+    """The database-wide gauges (operations by state), counted at each scrape: run one."""
+    import signal
+    import threading
+
+    from shared.settings import get_settings
+
+    settings = get_settings()
+    _setup_logging()
+    from shared.db.session import get_engine
+    from shared.observability import (
+        OperationsByStateCollector,
+        get_logger,
+        operations_by_state,
+    )
+
+    engine = get_engine(settings.resolved_database_url())
+    # Only the database's figures: this process's own counters say nothing of the system.
+    _serve_metrics(port, extra=[OperationsByStateCollector(operations_by_state(engine))])
+    log = get_logger("provely.serve")
+    log.info("metrics.starting", host=settings.metrics_host, port=port)
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: Any) -> None:
+        log.info("metrics.stopping", signal=signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    stop.wait()
 
 
 def register(app: typer.Typer) -> None:

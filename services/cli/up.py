@@ -293,6 +293,9 @@ class EmbeddedSystem:
             env["PROVELY_DATABASE_URL"] = f"sqlite:///{data_dir / 'provely.db'}"
             env["PROVELY_BROKER_URL"] = f"sqla+sqlite:///{data_dir / 'broker.db'}"
             env.pop("PROVELY_REDIS_URL", None)
+        # One port cannot serve the four services: the embedded system serves no metrics
+        # (each service of a deployment gets its own --metrics-port).
+        env.pop("PROVELY_METRICS_PORT", None)
         env.update(self.env)
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env

@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.ingress import contracts, custom_contracts, operations, receipts, webhooks
+from services.ingress.access import observed
 from services.ingress.docs_ui import install_offline_docs
 from services.ingress.examples import add_examples
 from services.ingress.problems import (
@@ -163,15 +164,18 @@ class IngressApp(FastAPI):
     framework's middleware stack and router see the request (it keeps its own body limit and
     problem answers, see :class:`services.ingress.webhooks.WebhookIntake`); every other request
     goes on to FastAPI.
+
+    Outside both, every request gets its request id, its access log line and its HTTP metrics
+    (:func:`services.ingress.access.observed`), the intake's deliveries included.
     """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._intake = webhooks.WebhookIntake(super().__call__)
+        self._served = observed(webhooks.WebhookIntake(super().__call__))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope["app"] = self
-        await self._intake(scope, receive, send)
+        await self._served(scope, receive, send)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -186,6 +190,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from shared import celery_app
 
     celery_app.configure(celery_app.app, settings)
+    from shared.observability import install_celery_hooks
+
+    install_celery_hooks()  # the messages a request sends carry its request id
 
     app = IngressApp(
         title="Provely",
@@ -202,14 +209,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = engine
     install_problem_handlers(app)
     app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes)
-    from shared.observability import install_http_observability
-
-    install_http_observability(app, engine=engine)  # GET /metrics, log context per request
+    # Metrics are served on a port of their own (``PROVELY_METRICS_PORT``), never here.
     app.include_router(operations.router)
     app.include_router(contracts.router)
     app.include_router(custom_contracts.router)
     app.include_router(receipts.router)
     install_offline_docs(app)
+
+    # The intake answers this address before the router sees it; the route only names its
+    # template for the HTTP metrics (it never runs, and the OpenAPI entry is the intake's own).
+    app.add_api_route(
+        webhooks.EVENTS_PATH, _served_by_the_intake, methods=["POST"], include_in_schema=False
+    )
 
     @app.get(
         "/healthz",
@@ -242,6 +253,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _served_by_the_intake() -> None:  # pragma: no cover - the intake answers first
+    raise RuntimeError("webhook deliveries are answered by services.ingress.webhooks")
 
 
 def _check_database(request: Request) -> str:

@@ -630,12 +630,35 @@ def _metric(name: str, *labels: str) -> None:
     key = (name, *labels)
     child = _METRICS.get(key)
     if child is None:
-        try:
-            from shared import observability
-        except ImportError:  # pragma: no cover - metrics are optional
-            return
+        from shared import observability
+
         child = _METRICS[key] = getattr(observability, name).labels(*labels)
     child.inc()
+
+
+_KNOWN_PROVIDERS: dict[str, bool] = {}
+
+
+def _provider_label(provider: str) -> str:
+    """``provider`` when a loaded skill (or the generic ``http``) has that id, else ``unknown``:
+    the address is the sender's to choose, and a label per made-up name would grow the metric
+    without bound."""
+    known = _KNOWN_PROVIDERS.get(provider)
+    if known is None:
+        from shared.registry import RegistryError, get_registry
+
+        try:
+            known = provider == "http" or get_registry().skill(provider) is not None
+        except RegistryError:
+            known = False
+        if len(_KNOWN_PROVIDERS) < 1024:
+            _KNOWN_PROVIDERS[provider] = known
+    return provider if known else "unknown"
+
+
+def _refused(provider: str, reason: str) -> None:
+    """Count one refused delivery (stored nowhere), whatever refused it."""
+    _metric("EVENTS_REFUSED", _provider_label(provider), reason)
 
 
 EVENTS_PATH = "/v1/events/{provider}/{workspace}"
@@ -662,17 +685,19 @@ class WebhookIntake:
         if match is None:
             await self.app(scope, receive, send)
             return
+        provider, workspace = match.group(1), match.group(2)
         if scope["method"] != "POST":
+            _refused(provider, "method_not_allowed")
             response: Response = problem_response(
                 405, "method-not-allowed", "this address only takes POST",
                 headers={"Allow": "POST"},
             )  # fmt: skip
         else:
-            provider, workspace = match.group(1), match.group(2)
             try:
                 response = await _receive_event(scope, receive, provider, workspace)
             except Exception:
                 log.exception("webhook intake: unexpected error")
+                _refused(provider, "internal_error")
                 response = _problem(500, "internal", "an internal error occurred")
         await response(scope, receive, send)
 
@@ -740,19 +765,33 @@ class _Received(Response):
 
 
 async def _receive_event(scope: Scope, receive: Receive, provider: str, workspace: str) -> Response:
+    """One delivery; every answer but a 200 counts in ``provely_events_refused_total``."""
+    response = await _answer_event(scope, receive, provider, workspace)
+    if response.status_code != 200:
+        reason = _REFUSAL_BY_STATUS.get(response.status_code)
+        if reason is not None:
+            _refused(provider, reason)
+    return response
+
+
+_REFUSAL_BY_STATUS = {404: "unknown_endpoint", 413: "body_too_large", 503: "unavailable"}
+"""The reason of a refusal that is not the signature's or the body's (those name their own)."""
+
+
+async def _answer_event(scope: Scope, receive: Receive, provider: str, workspace: str) -> Response:
     if not (_PROVIDER.match(provider) and _WORKSPACE.match(workspace)):
         return _not_found()
     settings, engine = _state(scope)
     try:
         body = await _read_body(scope, receive, settings.webhook_max_body_bytes)
     except BodyTooLarge:
-        _metric("EVENTS_REFUSED", provider, "body_too_large")
         return _problem(
             413,
             "body-too-large",
             f"the body passes the limit of {settings.webhook_max_body_bytes} bytes",
         )
     except ClientDisconnect:
+        _refused(provider, "client_disconnected")
         return _problem(400, "bad-request", "the client went away before the body was read")
     try:
         item = _Item(provider, workspace, body, Headers(scope=scope), datetime.now(UTC))
@@ -760,10 +799,10 @@ async def _receive_event(scope: Scope, receive: Receive, provider: str, workspac
     except _NotFound:
         return _not_found()
     except SignatureError as refused:
-        _metric("EVENTS_REFUSED", provider, refused.reason)
+        _refused(provider, refused.reason)
         return _problem(400, "signature-refused", str(refused), reason=refused.reason)
     except MalformedEvent as malformed:
-        _metric("EVENTS_REFUSED", provider, malformed.reason)
+        _refused(provider, malformed.reason)
         return _problem(400, "malformed-event", str(malformed), reason=malformed.reason)
     except (
         OperationalError,

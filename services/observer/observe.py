@@ -22,6 +22,7 @@ readback count. The first observation moves the operation from ACTION_ACCEPTED t
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -45,6 +46,7 @@ from shared.core.expressions import EvaluationContext, fill_path_template, fill_
 from shared.core.types import ObservationStatus, OperationState
 from shared.db.models import Connection, Observation, Operation
 from shared.db.session import get_engine, read_connection, session_scope
+from shared.observability import bind_operation
 from shared.operations import change_state, facts_for
 from shared.ratelimit import RateLimiter, bucket_for
 from shared.readings import Reading
@@ -274,15 +276,25 @@ class Observer:
         is observed even when one raises; the first error is raised after all of them ran (the
         sweeper re-sends what it left overdue, as for one ``observe``)."""
         if len(pairs) <= 1:
-            return [self.observe(operation_id, fence) for operation_id, fence in pairs]
+            return [self._observe_logged(operation_id, fence) for operation_id, fence in pairs]
         pool = self._reading_threads()
-        futures = [pool.submit(self.observe, op_id, fence) for op_id, fence in pairs]
+        # Each thread runs in a copy of the task's log context (its task and request id), with
+        # the operation it reads bound on top.
+        futures = [
+            pool.submit(contextvars.copy_context().run, self._observe_logged, op_id, fence)
+            for op_id, fence in pairs
+        ]
         wait(futures)
         for future in futures:
             error = future.exception()
             if error is not None:
                 raise error
         return [future.result() for future in futures]
+
+    def _observe_logged(self, operation_id: str, fence: int) -> ObserveOutcome:
+        """:meth:`observe`, every log line naming ``operation_id`` (as one ``observe`` task's)."""
+        with bind_operation(operation_id):
+            return self.observe(operation_id, fence)
 
     def _reading_threads(self) -> ThreadPoolExecutor:
         """The threads of :meth:`observe_many`, made on first use and kept (making 16 threads

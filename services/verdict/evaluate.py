@@ -315,7 +315,12 @@ def dispatch(operation_id: str, plan: Plan) -> None:
         try:
             send(EVALUATE_TASK, [operation_id], countdown_s=plan.evaluate_countdown_s)
         except Exception:
-            log.warning("deadline evaluate for %s not sent", operation_id, exc_info=True)
+            log.warning(
+                "deadline evaluate for %s not sent",
+                operation_id,
+                exc_info=True,
+                extra={"operation_id": operation_id},
+            )
 
 
 def evaluate_operation(
@@ -358,6 +363,9 @@ def evaluate_operation(
         send(operation_id, outcome.plan)
         return outcome.decided
     log.warning(
-        "evaluate of %s lost %d races in a row; the sweeper retries", operation_id, MAX_RACES
+        "evaluate of %s lost %d races in a row; the sweeper retries",
+        operation_id,
+        MAX_RACES,
+        extra={"operation_id": operation_id},
     )
     return None

@@ -189,7 +189,9 @@ class Sweeper:
                     session.expire(op)
                     continue
                 except Exception:
-                    log.exception("deadline of %s not applied", op.id)
+                    log.exception(
+                        "deadline of %s not applied", op.id, extra={"operation_id": op.id}
+                    )
                     report.errors += 1
                     continue
                 if outcome.decided is not None and outcome.decided.final:
@@ -232,7 +234,9 @@ class Sweeper:
                         if self._expire(session, op, now):
                             report.expired += 1
                 except Exception:
-                    log.exception("action window of %s not applied", op.id)
+                    log.exception(
+                        "action window of %s not applied", op.id, extra={"operation_id": op.id}
+                    )
                     report.errors += 1
 
     # 5 ----------------------------------------------------------------------------------

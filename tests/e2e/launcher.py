@@ -146,7 +146,9 @@ class DistributedSystem:
     def __init__(self, *, postgres_url: str, redis_url: str, workdir: Path) -> None:
         self.workdir = workdir
         self.port = free_port()
-        self.metrics_ports = {"observer": free_port(), "verdict": free_port()}
+        self.metrics_ports = {
+            name: free_port() for name in ("ingress", "observer", "verdict", "sweeper", "metrics")
+        }
         self.env: dict[str, str] = {}
         self._postgres_url = postgres_url
         self._redis_url = redis_url
@@ -199,6 +201,8 @@ class DistributedSystem:
                     str(self.port),
                     "--workers",
                     "1",
+                    "--metrics-port",
+                    str(self.metrics_ports["ingress"]),
                 ],
             ),
             ChildSpec(
@@ -223,7 +227,13 @@ class DistributedSystem:
                     str(self.metrics_ports["verdict"]),
                 ],
             ),
-            ChildSpec("sweeper", ["serve", "sweeper"]),
+            ChildSpec(
+                "sweeper",
+                ["serve", "sweeper", "--metrics-port", str(self.metrics_ports["sweeper"])],
+            ),
+            ChildSpec(
+                "metrics", ["serve", "metrics", "--port", str(self.metrics_ports["metrics"])]
+            ),
         ]
         self.supervisor = Supervisor(
             specs, env=self.env, log_dir=self.workdir / "logs", echo=lambda _line: None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 
 import httpx
 import pytest
@@ -30,15 +31,33 @@ def test_metrics_and_logs_follow_the_operations(distributed: DistributedSystem) 
     assert outcome.ok, outcome
     op_id = str((outcome.operation or {})["id"])
 
-    ingress = httpx.get(f"{distributed.api_url}/metrics", timeout=10)
+    # Not on the public API port: the figures are the operator's.
+    assert httpx.get(f"{distributed.api_url}/metrics", timeout=10).status_code == 404
+    assert "/metrics" not in httpx.get(f"{distributed.api_url}/openapi.json").text
+    ports = distributed.metrics_ports
+    ingress = httpx.get(f"http://127.0.0.1:{ports['ingress']}/metrics", timeout=10)
     assert ingress.status_code == 200
     assert ingress.headers["content-type"].startswith("text/plain")
     text = ingress.text
-    assert _value(text, "provely_operations", state="VERIFIED") >= 1
     assert _value(text, "provely_events_received_total", provider="stripe") >= 1
     assert "provely_events_deduplicated_total" in text
     assert "provely_events_refused_total" in text
-    assert "/metrics" not in httpx.get(f"{distributed.api_url}/openapi.json").text
+    # HTTP metrics by route template, never the raw path (no operation id in a label).
+    assert (
+        _value(
+            text,
+            "provely_http_requests_total",
+            handler="/v1/operations/{operation_id}",
+            method="GET",
+            status="200",
+        )
+        >= 1
+    ), text
+    assert op_id not in text
+    # The database-wide gauge comes from one exporter only, not from each ingress.
+    assert "provely_operations{" not in text
+    database = httpx.get(f"http://127.0.0.1:{ports['metrics']}/metrics", timeout=10).text
+    assert _value(database, "provely_operations", state="VERIFIED") >= 1
 
     observer = httpx.get(
         f"http://127.0.0.1:{distributed.metrics_ports['observer']}/metrics", timeout=10
@@ -58,13 +77,56 @@ def test_metrics_and_logs_follow_the_operations(distributed: DistributedSystem) 
     assert _value(verdict, "provely_operation_transitions_total", state="VERIFIED") >= 1
     assert _value(text, "provely_operation_transitions_total", state="OBSERVING") >= 1
 
-    # JSON logs: every line of the verdict worker about this operation carries its id.
+    # JSON logs: every line of every service is one JSON object (no banner, no plain text),
+    # and every line of the verdict worker about this operation carries its id.
+    for service in ("ingress", "observer", "verdict", "sweeper", "metrics"):
+        for number, line in enumerate(
+            (distributed.workdir / "logs" / f"{service}.log").read_text().splitlines(), 1
+        ):
+            try:
+                assert isinstance(json.loads(line), dict)
+            except (ValueError, AssertionError):
+                pytest.fail(f"{service}.log line {number} is not a JSON object: {line!r}")
     lines = (distributed.workdir / "logs" / "verdict.log").read_text().splitlines()
-    records = []
-    for line in lines:
-        if line.startswith("{"):
-            records.append(json.loads(line))
+    records = [json.loads(line) for line in lines]
     mine = [r for r in records if r.get("operation_id") == op_id]
     assert mine, "no log line of the verdict worker names the operation"
     assert all({"timestamp", "level", "event"} <= r.keys() for r in mine)
     assert any(re.search(r"provely\.evaluate", str(r.get("task"))) for r in mine)
+
+    # The request id of the action report travels with the work it caused: the observer's
+    # reading (the request's observe message) and the verdict worker's decision (sent by it).
+    def records(service: str) -> list[dict[str, object]]:
+        text = (distributed.workdir / "logs" / f"{service}.log").read_text()
+        return [json.loads(line) for line in text.splitlines()]
+
+    reports = [
+        r
+        for r in records("ingress")
+        if r.get("event") == "http.request" and r.get("path") == f"/v1/operations/{op_id}/action"
+    ]
+    assert reports
+    assert all(r["operation_id"] == op_id for r in reports)
+    request_ids = {r["request_id"] for r in reports}
+
+    def caused(service: str) -> list[dict[str, object]]:
+        """The service's lines for the operation that carry an action report's request id (the
+        action's observe message is due a second after the report: it may run after the
+        scenario ended, when a webhook already settled the operation)."""
+        deadline = time.monotonic() + 20
+        while True:
+            found = [
+                r
+                for r in records(service)
+                if r.get("operation_id") == op_id and r.get("request_id") in request_ids
+            ]
+            if found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.5)
+
+    observed = caused("observer")
+    assert observed, f"no observer line carries an action report's request id {request_ids}"
+    # When that reading was the one that decided (not one that found the operation settled by
+    # a webhook first), the evaluate it sent carries the request id on to the verdict worker.
+    if any("succeeded" in str(r["event"]) and "'observed'" in str(r["event"]) for r in observed):
+        assert caused("verdict"), f"no verdict line carries the request id {request_ids}"

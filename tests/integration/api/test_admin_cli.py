@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,9 @@ def test_workspace_keys_and_connections(cli: Cli) -> None:
     listed = cli.json("apikey", "list", "--workspace", ws)
     assert [k["scope"] for k in listed] == ["admin", "agent"]
     assert all("api_key" not in k for k in listed)
+    # Times are spelt as the API spells them: UTC, ISO 8601, ending in Z (never +00:00).
+    assert all(k["created_at"].endswith("Z") for k in listed), listed
+    assert all(datetime.fromisoformat(k["created_at"]).tzinfo is not None for k in listed)
     settings = _settings(cli)
     engine = make_engine(settings.resolved_database_url())
     try:
@@ -94,7 +98,8 @@ def test_workspace_keys_and_connections(cli: Cli) -> None:
             assert who is not None
             assert who.admin
             assert who.workspace_id == ws
-        cli.json("apikey", "revoke", agent["key_id"])
+        revoked = cli.json("apikey", "revoke", agent["key_id"])
+        assert revoked["revoked_at"].endswith("Z"), revoked
         with session_scope(engine) as session:
             assert authenticate(session, agent["api_key"]) is None
             stored = session.execute(select(ApiKey.key_hash)).scalars().all()

@@ -8,6 +8,7 @@ written to a temporary directory.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -477,7 +478,40 @@ def test_cli_lint_yaml_syntax_error(tmp_path: Path) -> None:
     assert f"{path}: ?: (document): not valid YAML" in result.output
 
 
-def test_cli_lint_missing_path() -> None:
+def test_cli_lint_missing_path_cannot_check_exit_2() -> None:
     result = runner.invoke(app, ["contracts", "lint", "/nonexistent/contracts"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "no such file or directory" in result.output
+
+
+def test_cli_lint_unreadable_file_cannot_check_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"id: caf\xe9\n")  # not UTF-8: it cannot be read as a document
+    result = runner.invoke(app, ["contracts", "lint", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "cannot read" in result.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = runner.invoke(app, ["contracts", "lint", str(empty)])
+    assert result.exit_code == 2, result.output
+    assert "no contract files found" in result.output
+
+
+def test_cli_lint_a_skill_not_signed_yet_passes_and_says_unsigned(tmp_path: Path) -> None:
+    """docs/skills.md, "Publishing your own skill", step 1: a manifest without hashes lints."""
+    skill = tmp_path / "my-skill"
+    shutil.copytree(CONTRACTS / "stripe", skill)
+    (skill / "skill.sig").unlink()
+    manifest = yaml.safe_load((skill / "skill.yaml").read_text(encoding="utf-8"))
+    for entry in manifest["contracts"]:
+        entry.pop("sha256")
+    (skill / "skill.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    result = runner.invoke(app, ["contracts", "lint", str(skill)])
+    assert result.exit_code == 0, result.output
+    assert f"note: {skill / 'skill.yaml'}: unsigned (no sha256 recorded for" in result.output
+    assert "no skill.sig" in result.output
+    result = runner.invoke(app, ["contracts", "lint", "--json", str(skill)])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["errors"] == []
+    assert len(payload["unsigned"]) == 1

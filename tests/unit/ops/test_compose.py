@@ -13,7 +13,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 COMPOSE_FILE = REPO / "docker-compose.yml"
-SCHEMA_FILE = REPO.parent / "shared" / "schemas" / "compose-spec.json"
+# The public Compose Specification schema, vendored so the suite runs from a plain clone.
+SCHEMA_FILE = REPO / "tests" / "data" / "compose-spec.json"
 
 
 def _compose() -> dict[str, Any]:
@@ -59,8 +60,7 @@ def resolve_cli(args: list[str]) -> Any:
 def test_schema_file_is_present() -> None:
     if not SCHEMA_FILE.is_file():
         pytest.fail(
-            f"the Compose schema is missing at {SCHEMA_FILE}: the shared/ directory must sit "
-            "beside the repository (as in CI)",
+            f"the Compose schema is missing at {SCHEMA_FILE} (it ships with the tests)",
             pytrace=False,
         )
 
@@ -136,3 +136,14 @@ def test_the_command_check_catches_bad_commands() -> None:
         resolve_cli(["serve"])
     with pytest.raises(typer.BadParameter):
         resolve_cli(["serve", "ingress", "--port", "not-a-number"])
+
+
+def test_metrics_are_scraped_on_the_network_only_and_the_gauges_exported_once() -> None:
+    services = _compose()["services"]
+    ingress = _command(services["ingress"]) or []
+    assert "--metrics-port" in ingress
+    port = ingress[ingress.index("--metrics-port") + 1]
+    assert all(not str(p).endswith(f":{port}") for p in services["ingress"].get("ports", []))
+    assert _command(services["metrics"])[:3] == ["provely", "serve", "metrics"]  # type: ignore[index]
+    assert "ports" not in services["metrics"]
+    assert services["metrics"]["environment"]["PROVELY_METRICS_HOST"] == "0.0.0.0"

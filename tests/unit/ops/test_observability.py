@@ -40,16 +40,16 @@ def test_json_logs_carry_the_bound_operation_id() -> None:
 
 
 def test_operation_id_is_read_from_api_paths() -> None:
-    assert obs._operation_id_from_path("/v1/operations/op_abc/action") == "op_abc"
-    assert obs._operation_id_from_path("/v1/operations/op_abc") == "op_abc"
-    assert obs._operation_id_from_path("/v1/operations") is None
-    assert obs._operation_id_from_path("/v1/events/stripe/ws_1") is None
+    assert obs.operation_id_from_path("/v1/operations/op_abc/action") == "op_abc"
+    assert obs.operation_id_from_path("/v1/operations/op_abc") == "op_abc"
+    assert obs.operation_id_from_path("/v1/operations") is None
+    assert obs.operation_id_from_path("/v1/events/stripe/ws_1") is None
 
 
 def test_registry_exposes_every_documented_metric() -> None:
     obs.EVENTS_RECEIVED.labels(provider="stripe").inc()
     obs.EVENTS_DEDUPLICATED.labels(provider="stripe").inc()
-    obs.EVENTS_REFUSED.labels(provider="stripe", reason="signature").inc()
+    obs.EVENTS_REFUSED.labels(provider="stripe", reason="no_matching_signature").inc()
     obs.OPERATION_TRANSITIONS.labels(state="VERIFIED").inc()
     obs.OBSERVATION_LATENCY.labels(channel="c", verifier="http", status="ok").observe(0.02)
     obs.record_verdict("VERIFIED", "all_conditions_hold")
@@ -93,3 +93,79 @@ def test_task_operation_id_from_args_or_kwargs() -> None:
     assert obs._task_operation_id(["op_1", 3], {}) == "op_1"
     assert obs._task_operation_id([], {"operation_id": "op_2"}) == "op_2"
     assert obs._task_operation_id(["x"], {}) is None
+
+
+def test_observe_many_names_each_operation_on_its_thread_and_keeps_the_task_context() -> None:
+    import httpx
+
+    from services.observer.observe import ObserveOutcome, Observer
+    from shared.ratelimit import LocalTokenBucket
+    from shared.settings import Settings
+
+    class Logging(Observer):
+        def observe(self, operation_id: str, fence: int) -> ObserveOutcome:
+            obs.get_logger("test").info("reading", fence=fence)
+            return ObserveOutcome.OBSERVED
+
+    stream = io.StringIO()
+    obs.configure_logging(level="INFO", json=True, stream=stream)
+    observer = Logging(
+        settings=Settings(),
+        engine=None,  # type: ignore[arg-type]
+        http=httpx.Client(),
+        limiter=LocalTokenBucket(),
+    )
+    try:
+        with structlog.contextvars.bound_contextvars(task="provely.observe_many", request_id="r1"):
+            observer.observe_many([("op_a", 1), ("op_b", 2), ("op_c", 3)])
+            observer.observe_many([("op_d", 4)])
+    finally:
+        observer.close()
+        structlog.contextvars.clear_contextvars()
+        structlog.reset_defaults()
+        logging.getLogger().handlers.clear()
+    lines = sorted(_lines(stream), key=lambda r: str(r["operation_id"]))
+    assert [(r["operation_id"], r["fence"]) for r in lines] == [
+        ("op_a", 1),
+        ("op_b", 2),
+        ("op_c", 3),
+        ("op_d", 4),
+    ]
+    assert all(r["request_id"] == "r1" and r["task"] == "provely.observe_many" for r in lines)
+
+
+def test_the_request_id_is_stamped_on_messages_and_bound_in_the_tasks_they_start() -> None:
+    """Celery's own signals, as a publish and a worker fire them: the publishing side stamps
+    the bound request id on the message's headers; a task started with such headers binds it
+    (and its operation id) to its log lines, and a message it sends carries it on."""
+    from celery import Celery, signals
+
+    celery_app = Celery("test", set_as_current=False)
+
+    @celery_app.task(name="test.observe")
+    def observe(operation_id: str, fence: int) -> None:
+        """A task like provely.observe (its first argument is the operation id)."""
+
+    obs.install_celery_hooks()
+    headers: dict[str, object] = {}
+    with structlog.contextvars.bound_contextvars(request_id="req-9"):
+        signals.before_task_publish.send(sender="test.observe", headers=headers, body=None)
+    assert headers[obs.REQUEST_ID_HEADER] == "req-9"
+
+    task = celery_app.tasks["test.observe"]
+    task.push_request(id="t1", args=["op_9", 1], kwargs={}, **{obs.REQUEST_ID_HEADER: "req-9"})
+    try:
+        signals.task_prerun.send(sender=task, task_id="t1", task=task, args=["op_9", 1], kwargs={})
+        bound = structlog.contextvars.get_contextvars()
+        assert bound["request_id"] == "req-9"
+        assert bound["operation_id"] == "op_9"
+        onward: dict[str, object] = {}
+        signals.before_task_publish.send(sender="provely.evaluate", headers=onward, body=None)
+        assert onward[obs.REQUEST_ID_HEADER] == "req-9"
+        signals.task_postrun.send(
+            sender=task, task_id="t1", task=task, args=["op_9", 1], kwargs={}, state="SUCCESS"
+        )
+        assert "request_id" not in structlog.contextvars.get_contextvars()
+    finally:
+        task.pop_request()
+        structlog.contextvars.clear_contextvars()

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from services.cli.config import BEGIN_MARKER, END_MARKER, settings_table, update_document
 from services.cli.main import app
 from shared.settings import Settings
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
+REPO = Path(__file__).resolve().parents[3]
+DOC = REPO / "docs" / "operations.md"
 
 
-def test_operations_doc_embeds_the_current_settings_table() -> None:
-    text = DOC.read_text(encoding="utf-8")
+@pytest.mark.parametrize("name", ["docs/operations.md", "README.md"])
+def test_docs_embed_the_current_settings_table(name: str) -> None:
+    text = (REPO / name).read_text(encoding="utf-8")
     assert text == update_document(text), (
-        "docs/operations.md is out of date with shared/settings.py: run "
-        "`provely config table --update docs/operations.md`"
+        f"{name} is out of date with shared/settings.py: run `provely config table --update {name}`"
     )
 
 

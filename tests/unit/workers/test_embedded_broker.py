@@ -140,3 +140,12 @@ def test_processes_that_start_together_on_a_new_broker_all_publish(tmp_path: Pat
         outcomes += [results.get(timeout=5) for _ in workers]
         assert _rows(path, "SELECT count(*) FROM kombu_message") == [(4,)], outcomes
     assert outcomes == ["ok"] * 20
+
+
+def test_the_embedded_children_get_no_shared_metrics_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four services cannot listen on one port: ``provely up`` would crash-loop on it."""
+    monkeypatch.setenv("PROVELY_METRICS_PORT", "9100")
+    env = EmbeddedSystem(data_dir=tmp_path).child_env()
+    assert "PROVELY_METRICS_PORT" not in env

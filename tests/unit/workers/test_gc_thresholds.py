@@ -30,20 +30,28 @@ def test_collect_less_moves_only_the_youngest_generation() -> None:
 @pytest.fixture
 def celery_signals_restored() -> Iterator[None]:
     """``_run_worker`` connects its handlers (one exits the process when a worker shuts down):
-    none stays connected in this test process."""
+    none stays connected in this test process, and what it replaced in Celery (the sentences
+    its worker prints) and in the observability hooks is put back."""
+    import celery.apps.worker as celery_worker
     from celery import signals
     from celery.utils.dispatch import Signal
+
+    from shared import observability
 
     kept = {
         name: list(signal.receivers)
         for name, signal in vars(signals).items()
         if isinstance(signal, Signal)
     }
+    say = celery_worker.safe_say
+    installed = observability._CELERY_HOOKS_INSTALLED
     yield
     for name, receivers in kept.items():
         signal = getattr(signals, name)
         signal.receivers[:] = receivers
         signal.sender_receivers_cache.clear()
+    celery_worker.safe_say = say
+    observability._CELERY_HOOKS_INSTALLED = installed
 
 
 @pytest.mark.usefixtures("celery_signals_restored")
@@ -56,7 +64,7 @@ def test_a_worker_starts_celery_with_the_thresholds_set(monkeypatch: pytest.Monk
         seen.append(gc.get_threshold())
 
     monkeypatch.setattr(celery_app, "worker_main", worker_main)
-    monkeypatch.setattr(serve, "_setup_logging", lambda: None)
+    monkeypatch.setattr(serve, "_setup_logging", lambda **_: None)
     serve._run_worker(
         "correlate", "observer", concurrency=1, pool="solo", metrics_port=None,
         max_tasks_per_child=None,
@@ -66,7 +74,7 @@ def test_a_worker_starts_celery_with_the_thresholds_set(monkeypatch: pytest.Monk
 
 @pytest.mark.usefixtures("celery_signals_restored")
 def test_the_ingress_factory_sets_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(serve, "_setup_logging", lambda: None)
+    monkeypatch.setattr(serve, "_setup_logging", lambda **_: None)
     monkeypatch.setattr(gc, "freeze", lambda: None)  # not this test process's whole heap
     app: Any = serve.ingress_app()
     assert app is not None

@@ -213,7 +213,9 @@ def read_http_list(
         if cursor is not None:
             after = f"starting_after={quote(cursor, safe='')}"
             page_query = f"{query}&{after}" if query else after
-        page = read_http(client, channel=channel, target=target, path=path, query=page_query)
+        page = read_http(
+            client, channel=channel, target=target, path=path, clock=clock, query=page_query
+        )
         if page.status is not ObservationStatus.OK:
             if number > 1 and page.status is ObservationStatus.NOT_FOUND:
                 return finish(page, status=ObservationStatus.ERROR, error="page_not_found")

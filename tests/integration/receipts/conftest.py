@@ -153,7 +153,8 @@ class RefundFlow:
         return row
 
     def observe(self, session: Session, op: Operation, status: str, at: datetime) -> None:
-        """One fence: a readback with ``status`` and both webhook channels' reductions."""
+        """One fence: a readback with ``status``, the listing of the charge's refunds (1.1.0)
+        and the webhook channels' reductions."""
         self.fence += 1
         contract = contract_for(session, op)
         context = build_context(contract, facts_for(op))
@@ -184,6 +185,25 @@ class RefundFlow:
             for e in session.query(Event).filter(Event.workspace_id == op.workspace_id)
         ]
         for channel in contract.channels:
+            if channel.http is not None and channel.http.paginate is not None:
+                # 1.1.0's listing of the charge's refunds: this refund alone.
+                data = [self.refund(status)]
+                listing = {"object": "list", "data": data, "has_more": False, "count": 1}
+                listed = json.dumps(listing, sort_keys=True, separators=(",", ":")).encode()
+                rows.append(
+                    ObservationRow(
+                        operation_id=op.id,
+                        workspace_id=op.workspace_id,
+                        fence=self.fence,
+                        channel=channel.name,
+                        status="ok",
+                        value=listing,
+                        raw=listed,
+                        digest=sha(listed),
+                        http_status=200,
+                        observed_at=at,
+                    )
+                )
             if channel.verifier != "webhook":
                 continue
             value = reduce_events(

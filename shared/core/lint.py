@@ -39,6 +39,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from shared.core.contract import Contract, MatchRule, Operator
+from shared.core.paths import dot_segments
 from shared.core.skill import SkillManifest
 
 __all__ = [
@@ -522,6 +523,12 @@ class _ContractLinter:
     def _http_path(self, field: str, path: str) -> None:
         if not path.startswith("/"):
             self.err(field, "a readback path starts with /")
+        if dot_segments(_PLACEHOLDER.sub("x", path)):
+            self.err(
+                field,
+                "a readback path has no . or .. segment (also percent-encoded): it would read "
+                "another resource, or leave the connection's base path",
+            )
         rest = _PLACEHOLDER.sub("", path)
         if "{" in rest or "}" in rest:
             self.err(field, "unbalanced { } in the path template")

@@ -257,6 +257,10 @@ RULES: list[tuple[str, Mutation, str, str]] = [
         "channels[0]",
         "cannot depend on observations",
     ),
+    ("dot dot segment", _readback_path("/v1/refunds/../charges"), "channels[0]", ". or .."),
+    ("dot segment", _readback_path("/v1/./refunds/{$correlation.refund_id}"), "channels[0]", ".."),
+    ("encoded dot dot", _readback_path("/%2e%2E/admin"), "channels[0]", "percent-encoded"),
+    ("leaves the base path", _readback_path("/../../x/{$input.charge}"), "channels[0]", ". or .."),
 ]
 
 

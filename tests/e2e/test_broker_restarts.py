@@ -15,11 +15,14 @@ started it again: the operations stayed open. The larger fault suite is ``bench/
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from services.cli.up import provely_argv
 from tests.e2e.faults import FaultWorld, worker_child
 from tests.e2e.launcher import running_system
 from tests.servers import PrivateRedis
@@ -71,3 +74,24 @@ def test_workers_survive_redis_restarts_and_kills(world: FaultWorld) -> None:
         assert world.wait_worker_replaced(role, old) != old
     logs = (world.system.workdir / "logs" / "verdict.log").read_text("utf-8", errors="replace")
     assert "worker.restarting" in logs
+    # The health check sees both workers again, through the restarted broker.
+    for role in ("observer", "verdict"):
+        answered = world.system.cli(["serve", "ping", role, "--timeout", "3"]).split()
+        assert answered
+        assert all(name.startswith(f"{role}.") for name in answered), answered
+
+
+def test_the_health_check_fails_when_no_worker_answers(tmp_path: Path) -> None:
+    with PrivateRedis(tmp_path / "redis") as redis:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PROVELY_")}
+        env |= {"PROVELY_BROKER_URL": redis.url, "PROVELY_DATA_DIR": str(tmp_path / "data")}
+        run = subprocess.run(
+            provely_argv("serve", "ping", "verdict", "--timeout", "1"),
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    assert run.returncode == 1, run.stderr
+    assert "no verdict worker" in run.stderr

@@ -136,3 +136,17 @@ def test_the_command_check_catches_bad_commands() -> None:
         resolve_cli(["serve"])
     with pytest.raises(typer.BadParameter):
         resolve_cli(["serve", "ingress", "--port", "not-a-number"])
+
+
+def test_services_restart_and_workers_have_health_checks() -> None:
+    services = _compose()["services"]
+    for name in ("postgres", "redis", "ingress", "observer", "verdict", "sweeper"):
+        assert services[name]["restart"] in ("unless-stopped", "always", "on-failure"), name
+    for role in ("observer", "verdict"):
+        check = services[role]["healthcheck"]
+        test = [str(part) for part in check["test"]]
+        assert test[0] == "CMD"
+        assert test[1:5] == ["provely", "serve", "ping", role], test
+        leaf = resolve_cli(test[2:])
+        assert leaf.callback is not None
+        assert check["retries"] >= 1

@@ -1,5 +1,5 @@
 {
   "algorithm": "ed25519",
-  "key_id": "b1c0ee0e2dc5634c",
-  "signature": "z3L2ZUmW81QEV5tM8qFWB3YIiWn33XuQwUfVwy9Z6hR0NGklvhDOWAJAxd60QAiIBq8yiG0F0Maol+7yKYYrDg=="
+  "key_id": "e8d028e5219d62de",
+  "signature": "VlVwKIbiaDicKprdx0PtXC2313rprsYNzZbkyMyfldhvwRqrurYxmhUBHE2dTghlVde3oXE2sy9aIBJEpUxuCA=="
 }

@@ -39,7 +39,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from shared.core.contract import Contract, MatchRule, Operator
-from shared.core.paths import dot_segments
+from shared.core.paths import dot_segments, template_within
 from shared.core.skill import SkillManifest
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "is_skill_manifest",
     "lint_contract",
     "lint_document",
+    "lint_readback_paths",
     "lint_skill_manifest",
     "validate_contract",
     "validation_errors",
@@ -161,6 +162,50 @@ def lint_contract(contract: Contract, *, file: str) -> list[LintError]:
     return _ContractLinter(contract, file).run()
 
 
+def lint_readback_paths(
+    contract: Contract,
+    declared: Mapping[str, Sequence[str] | None],
+    *,
+    file: str,
+    providers: Iterable[str] | None = None,
+) -> list[LintError]:
+    """Errors for the ``http`` channels of ``contract`` that read outside the paths their
+    provider's skill declares (``declared``: provider → its skill's ``readback.paths``, None
+    when the skill declares none). Only channels of ``providers`` are checked (default: every
+    provider in ``declared``); a checked provider without declared paths reads nothing."""
+    checked = set(declared if providers is None else providers)
+    errors: list[LintError] = []
+    for i, ch in enumerate(contract.channels):
+        if ch.http is None:
+            continue
+        provider = ch.provider_of(contract)
+        if provider not in checked:
+            continue
+        allowed = declared.get(provider)
+        field = f"channels[{i}].http.path"
+        if not allowed:
+            errors.append(
+                LintError(
+                    file,
+                    contract.id,
+                    field,
+                    f"no {provider} skill declares readback paths (readback.paths), so a "
+                    f"contract cannot read {provider}",
+                )
+            )
+        elif not template_within(ch.http.path, allowed):
+            errors.append(
+                LintError(
+                    file,
+                    contract.id,
+                    field,
+                    f"{ch.http.path} is not among the paths the {provider} skill declares "
+                    f"(readback.paths: {', '.join(allowed)})",
+                )
+            )
+    return errors
+
+
 def lint_skill_manifest(
     data: Any,
     *,
@@ -215,6 +260,9 @@ def lint_skill_manifest(
                     f"{entry.file} has certification {c.certification}, "
                     f"the skill {manifest.certification}",
                 )
+            declared = manifest.readback.paths if manifest.readback else None
+            if declared is not None:
+                errors.extend(lint_readback_paths(c, {manifest.provider: declared}, file=file))
     if manifest.event_shape is not None:
         shape = manifest.event_shape.model_dump()
         keys = shape.pop("correlation_keys")

@@ -81,17 +81,25 @@ def test_workers_survive_redis_restarts_and_kills(world: FaultWorld) -> None:
         assert all(name.startswith(f"{role}.") for name in answered), answered
 
 
+def _ping(broker_url: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROVELY_")}
+    env |= {"PROVELY_BROKER_URL": broker_url, "PROVELY_DATA_DIR": str(tmp_path / "data")}
+    return subprocess.run(
+        provely_argv("serve", "ping", "verdict", "--timeout", "1"),
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
 def test_the_health_check_fails_when_no_worker_answers(tmp_path: Path) -> None:
     with PrivateRedis(tmp_path / "redis") as redis:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PROVELY_")}
-        env |= {"PROVELY_BROKER_URL": redis.url, "PROVELY_DATA_DIR": str(tmp_path / "data")}
-        run = subprocess.run(
-            provely_argv("serve", "ping", "verdict", "--timeout", "1"),
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-        )
+        run = _ping(redis.url, tmp_path)
+        assert run.returncode == 1, run.stderr
+        assert "no verdict worker" in run.stderr
+        redis.kill9()  # and when the broker itself is gone
+        run = _ping(redis.url, tmp_path)
     assert run.returncode == 1, run.stderr
-    assert "no verdict worker" in run.stderr
+    assert "cannot reach the broker" in run.stderr

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,11 +75,21 @@ def test_workers_survive_redis_restarts_and_kills(world: FaultWorld) -> None:
         assert world.wait_worker_replaced(role, old) != old
     logs = (world.system.workdir / "logs" / "verdict.log").read_text("utf-8", errors="replace")
     assert "worker.restarting" in logs
-    # The health check sees both workers again, through the restarted broker.
+    # The health check sees both workers again, through the restarted broker (a worker that
+    # was just replaced answers once it has started: as the compose check, retry a few times).
     for role in ("observer", "verdict"):
-        answered = world.system.cli(["serve", "ping", role, "--timeout", "3"]).split()
+        answered = _ping_until_healthy(world, role)
         assert answered
         assert all(name.startswith(f"{role}.") for name in answered), answered
+
+
+def _ping_until_healthy(world: FaultWorld, role: str, attempts: int = 10) -> list[str]:
+    for _ in range(attempts - 1):
+        try:
+            return world.system.cli(["serve", "ping", role, "--timeout", "3"]).split()
+        except RuntimeError:
+            time.sleep(2.0)
+    return world.system.cli(["serve", "ping", role, "--timeout", "3"]).split()
 
 
 def _ping(broker_url: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:

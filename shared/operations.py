@@ -33,6 +33,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from shared.audit import append_transition
 from shared.core.contract import Contract, contract_hash
+from shared.core.shown import shown_expected, shown_value
 from shared.core.state_machine import transition
 from shared.core.types import Decision, OperationFacts, OperationState
 from shared.db.models import CustomContract, Operation
@@ -182,6 +183,10 @@ def decision_document(decision: Decision) -> dict[str, Any]:
     """The decision as JSON data, stored on the operation for ``GET /v1/operations/{id}``."""
     doc: dict[str, Any] = _jsonable(decision)
     doc["class"] = doc.pop("class_", None)
+    for condition in doc.get("conditions") or ():
+        # A caller sees the fields the conditions name, never a structured provider body.
+        condition["observed"] = shown_value(condition.get("observed"))
+        condition["expected"] = shown_expected(condition.get("expected"))
     doc["correlation"] = [
         {"strategy": s, "assurance": a, "value": _jsonable(v)} for s, a, v in decision.correlation
     ]

@@ -1,5 +1,5 @@
 {
   "algorithm": "ed25519",
-  "key_id": "b1c0ee0e2dc5634c",
-  "signature": "UXkkNXBPj8iEzbZCOuEGb6lNKQ77qND/0c/j0gvy3rNR7nl1bZoDUIUyoj9ctUL6SOHgYM11sRdcbmCaiylJCw=="
+  "key_id": "e8d028e5219d62de",
+  "signature": "I1oEp/jj97YQflypn/TubzqeoVeVSJJhaJ4l1nunjdDTEDHIcY8yhYQCMKYIQHKjo7l3PRbMn5IMKsC+ep6zAg=="
 }

@@ -1,5 +1,5 @@
 {
   "algorithm": "ed25519",
   "key_id": "e8d028e5219d62de",
-  "signature": "rAgyW5WimESfrrxJXi9Ew++NUwy2CY+r0i7tw4Ni17in9irhwAHV0JKOqAeifE+4bw9bJgQSLynvvPgL336kCw=="
+  "signature": "US6iiiBh/4zPmL7EpAvRseXbZXrgzlkM6R31OcvxjR/MVZxmc5xOp9soh4XRvZJ66lVkq89sBk3Y7qvaPkbgCA=="
 }

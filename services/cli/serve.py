@@ -12,15 +12,20 @@
   webhook events whose message was lost.
 - ``metrics``: the database-wide gauges (operations by state), counted in the database at each
   scrape. One process exports them, so that adding up the targets counts each operation once.
+- ``ping observer|verdict``: the workers' health check (a Celery ping of this host's worker).
 
 Every metrics endpoint listens on ``PROVELY_METRICS_HOST`` (loopback unless configured). Every
 line a service writes on stdout and stderr is one JSON object (``PROVELY_LOG_JSON``): Celery's
 start-up banner is turned off.
 
-Shutdown: SIGTERM (or Ctrl-C) is graceful everywhere. uvicorn stops accepting and finishes the
-requests in flight; a Celery worker performs a warm shutdown — it finishes the tasks it runs,
-and since tasks are acknowledged late, anything it could not finish goes back to the queue; the
-sweeper ends its current pass.
+A worker command keeps its worker running: the Celery worker is a child process, started again
+when it exits on its own (``services.cli.keeper``); ``--no-supervise`` runs it in the command's
+own process instead, for an outside process manager.
+
+Shutdown: SIGTERM (or Ctrl-C) is graceful everywhere (a worker's parent passes it on). uvicorn
+stops accepting and finishes the requests in flight; a Celery worker performs a warm shutdown —
+it finishes the tasks it runs, and since tasks are acknowledged late, anything it could not
+finish goes back to the queue; the sweeper ends its current pass.
 """
 
 from __future__ import annotations
@@ -196,7 +201,17 @@ def _run_worker(
     pool: str,
     metrics_port: int | None,
     max_tasks_per_child: int | None,
+    supervise: bool = False,
 ) -> None:
+    if supervise:
+        args = ["serve", role, "--concurrency", str(concurrency), "--pool", pool]
+        if role == "observer":
+            args += ["--queues", queue]
+        if metrics_port is not None:
+            args += ["--metrics-port", str(metrics_port)]
+        if max_tasks_per_child:
+            args += ["--max-tasks-per-child", str(max_tasks_per_child)]
+        raise typer.Exit(_keep_running(role, [*args, "--no-supervise"]))
     from shared.settings import get_settings
 
     settings = get_settings()
@@ -299,6 +314,19 @@ def _say_as_log_lines(*, json_lines: bool) -> None:
     celery_worker.safe_say = say  # type: ignore[attr-defined]
 
 
+def _keep_running(role: str, args: list[str]) -> int:
+    """Run the worker ``provely ARGS…`` as a child and restart it when it exits on its own
+    (see :mod:`services.cli.keeper`); the exit code once it is stopped."""
+    _setup_logging()
+    from services.cli.keeper import WorkerKeeper
+    from services.cli.up import provely_argv
+    from shared.observability import get_logger
+
+    keeper = WorkerKeeper(role=role, argv=provely_argv(*args), log=get_logger("provely.serve"))
+    keeper.install_signal_handlers()
+    return keeper.run()
+
+
 _POOLS = ("prefork", "threads", "solo")
 
 
@@ -336,6 +364,12 @@ def observer(
     max_tasks_per_child: int | None = typer.Option(
         None, "--max-tasks-per-child", min=1, help="Recycle a pool process after N tasks."
     ),
+    supervise: bool = typer.Option(
+        True,
+        "--supervise/--no-supervise",
+        help="Run the worker as a child and restart it when it exits on its own (default); "
+        "--no-supervise runs it in this process, for an outside process manager.",
+    ),
 ) -> None:
     """Celery worker for the ``observe`` and ``correlate`` queues: reads the provider's
     channels, and links stored webhook events with their operations."""
@@ -346,6 +380,7 @@ def observer(
         pool=_check_pool(pool),
         metrics_port=metrics_port,
         max_tasks_per_child=max_tasks_per_child,
+        supervise=supervise,
     )
 
 
@@ -359,6 +394,12 @@ def verdict(
     max_tasks_per_child: int | None = typer.Option(
         None, "--max-tasks-per-child", min=1, help="Recycle a pool process after N tasks."
     ),
+    supervise: bool = typer.Option(
+        True,
+        "--supervise/--no-supervise",
+        help="Run the worker as a child and restart it when it exits on its own (default); "
+        "--no-supervise runs it in this process, for an outside process manager.",
+    ),
 ) -> None:
     """Celery worker for the ``verdict`` queue: decides, writes states and receipts."""
     _run_worker(
@@ -368,7 +409,45 @@ def verdict(
         pool=_check_pool(pool),
         metrics_port=metrics_port,
         max_tasks_per_child=max_tasks_per_child,
+        supervise=supervise,
     )
+
+
+_PING_ROLES = ("observer", "verdict")
+
+
+@group.command("ping")
+def ping(
+    role: str = typer.Argument(..., help="observer | verdict"),
+    timeout: float = typer.Option(
+        5.0, "--timeout", min=0.1, help="Seconds to wait for the worker's answer."
+    ),
+) -> None:
+    """Health check of a worker: exit 0 when a ROLE worker on this host answers a Celery ping
+    through the broker (a wedged worker, or one cut off from the broker, does not); 1 when none
+    answers in time. Needs a broker with remote control (Redis), not the embedded one."""
+    import socket
+
+    if role not in _PING_ROLES:
+        raise _fail(f"ping takes {' or '.join(_PING_ROLES)} (got {role!r})")
+    from shared.celery_app import app as celery_app
+
+    if not celery_app.conf.worker_enable_remote_control:
+        raise _fail("the embedded broker has no remote control to ping a worker through")
+    host = socket.gethostname()
+    try:
+        replies = celery_app.control.ping(timeout=timeout)
+    except Exception as exc:  # the broker itself cannot be reached
+        typer.echo(
+            f"unhealthy: cannot reach the broker ({exc.__class__.__name__}: {exc})", err=True
+        )
+        raise typer.Exit(1) from None
+    names = [name for reply in replies or () for name in reply]
+    mine = [n for n in names if n.startswith(f"{role}.") and n.endswith(f"@{host}")]
+    if not mine:
+        typer.echo(f"unhealthy: no {role} worker on {host} answered in {timeout:g} s", err=True)
+        raise typer.Exit(1)
+    typer.echo(" ".join(sorted(mine)))
 
 
 @group.command("sweeper")

@@ -14,7 +14,10 @@ Answers:
 - 400 a body that is not UTF-8 YAML/JSON (YAML anchors and aliases are refused: a contract never
   needs them and they can blow a small body up); 415 another media type;
 - 422 lint errors: ``errors`` lists ``{file, contract, field, message}``, ``file`` being
-  ``<request>``, exactly what the CLI prints for the same document;
+  ``<request>``, exactly what the CLI prints for the same document; also an ``http`` channel
+  whose path is not among the paths its provider's skill declares (``readback.paths``): with
+  the workspace's stored credentials a contract reads only what the skill says its contracts
+  read, never any GET of the provider;
 - 409 the id and version exist with other content (raise the version), or the id is a shipped
   contract's (a workspace contract cannot shadow the registry);
 - 403 the key is not an admin key of the workspace: contracts decide verdicts, so uploading one
@@ -38,7 +41,7 @@ from services.ingress.deps import AdminCaller, app_engine, now, transaction
 from services.ingress.problems import ApiError, FieldProblem, error_responses
 from services.ingress.schemas import ContractSummary
 from shared.core.contract import Contract, contract_hash
-from shared.core.lint import LintError, validate_contract
+from shared.core.lint import LintError, lint_readback_paths, validate_contract
 from shared.db.models import CustomContract
 from shared.registry import RegistryError, get_registry
 
@@ -192,8 +195,31 @@ def store_contract(
     return existing, False
 
 
+def _outside_declared_paths(contract: Contract) -> list[LintError]:
+    """Lint errors for the contract's readbacks outside its providers' ``readback.paths``: a
+    workspace contract reads only what a loaded skill declares (a provider without a skill, or
+    whose skill declares no paths, cannot be read by one)."""
+    try:
+        registry = get_registry()
+    except RegistryError as exc:
+        raise ApiError(503, "unavailable", "the contract registry cannot be loaded") from exc
+    declared: dict[str, tuple[str, ...] | None] = {}
+    for channel in contract.channels:
+        if channel.http is None:
+            continue
+        provider = channel.provider_of(contract)
+        skill = registry.skill(provider)
+        readback = skill.manifest.readback if skill is not None else None
+        declared[provider] = readback.paths if readback is not None else None
+    return lint_readback_paths(contract, declared, file=REQUEST_FILE)
+
+
 def _create(request: Request, workspace_id: str, data: Any) -> tuple[ContractSummary, bool]:
     contract, errors = validate_contract(data, file=REQUEST_FILE)
+    if contract is not None:
+        errors = _outside_declared_paths(contract)
+        if errors:
+            contract = None
     if contract is None:
         shown = "; ".join(str(e) for e in errors[:3])
         more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""

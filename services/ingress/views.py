@@ -25,6 +25,7 @@ from shared.core.claim import claim_for
 from shared.core.contract import Contract
 from shared.core.engine import correlation_keys
 from shared.core.retry import retry_guidance
+from shared.core.shown import shown_expected, shown_value
 from shared.core.types import OperationState, Verdict
 from shared.db.models import Event, Observation, Operation, OperationEvent, Receipt, Transition
 from shared.operations import ContractNotFound, contract_for, facts_for
@@ -79,8 +80,9 @@ def _conditions(decision: dict[str, Any]) -> list[ConditionOut]:
                 id=item["id"],
                 kind=str(item.get("kind", "")),
                 holds=holds if isinstance(holds, bool) else None,
-                observed=item.get("observed"),
-                expected=item.get("expected"),
+                # Decisions stored before values were limited show the limit too.
+                observed=shown_value(item.get("observed")),
+                expected=shown_expected(item.get("expected")),
                 note=item.get("note") if isinstance(item.get("note"), str) else None,
             )
         )

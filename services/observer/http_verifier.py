@@ -2,9 +2,11 @@
 
 The base URL and the credentials come from the workspace's connection, never from the contract
 or the agent; the contract gives only the path template, which the core fills with URL-encoded
-values. The request is bounded three ways: a timeout per phase plus an overall deadline, a cap
-on the body (streamed, reading stops past the cap), and no redirect is followed (a 3xx could
-lead off the connection's host, so it is an ``error``).
+values. A filled path with a ``.`` or ``..`` segment (also percent-encoded), or one that would
+leave the base URL's host or path, is not sent: the reading is an ``error`` (``bad_url``). The
+request is bounded three ways: a timeout per phase plus an overall deadline, a cap on the body
+(streamed, reading stops past the cap), and no redirect is followed (a 3xx could lead off the
+connection's host, so it is an ``error``).
 
 Status mapping: 2xx with a JSON body → ``ok`` (parsed value, raw bytes, sha256 digest);
 404 → ``not_found``; 429, 5xx, timeouts and transport errors → ``unavailable`` (transient, the
@@ -32,6 +34,7 @@ from urllib.parse import quote
 import httpx
 
 from shared.core.contract import canonical_json
+from shared.core.paths import dot_segments
 from shared.core.types import ObservationStatus
 from shared.readings import Reading, digest_of
 
@@ -55,9 +58,16 @@ def build_url(base_url: str, path: str) -> httpx.URL:
         raise ValueError(f"connection base URL {base_url!r} is not an absolute http(s) URL")
     if not path.startswith("/"):
         raise ValueError(f"readback path {path!r} must start with '/'")
-    url = httpx.URL(str(base).rstrip("/") + path)
+    if dot_segments(path):
+        # httpx resolves them ("/v1/refunds/.." is "/v1"), and servers decode "%2e%2e" first.
+        raise ValueError(f"readback path {path!r} has a '.' or '..' segment")
+    prefix = str(base).rstrip("/")
+    url = httpx.URL(prefix + path)
     if (url.scheme, url.host, url.port) != (base.scheme, base.host, base.port):
         raise ValueError("readback URL leaves the connection's host")
+    base_path = base.raw_path.split(b"?", 1)[0].rstrip(b"/")
+    if not url.raw_path.startswith(base_path + b"/"):
+        raise ValueError("readback URL leaves the connection's base path")
     return url
 
 

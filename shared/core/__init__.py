@@ -13,6 +13,8 @@ Modules:
 - ``engine``        ``decide`` (the verdict engine) and ``state_after``
 - ``events``        the webhook channel's reduction of stored provider events
 - ``schedule``      the wait before each observation, and jitter
+- ``paths``         readback paths: dot segments, paths inside a skill's declared paths
+- ``shown``         what of an observed value a caller is shown (scalars; shapes of the rest)
 - ``state_machine`` the operation lifecycle as an explicit transition table
 - ``retry``         the frozen retry table
 

@@ -32,6 +32,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from shared.core import ExpressionError
+from shared.core.paths import is_dot_segment
 
 __all__ = [
     "ROOTS",
@@ -347,9 +348,10 @@ class PathTemplate:
 
 def _path_value(value: Any) -> str | None:
     # Only non-empty strings and integers fill a path segment: an empty or structured value
-    # would change which resource is read (``/v1/refunds/`` lists every refund).
+    # would change which resource is read (``/v1/refunds/`` lists every refund), and so would
+    # a dot segment (``/v1/refunds/..`` is ``/v1``), encoded or not (``shared.core.paths``).
     if isinstance(value, str):
-        return value or None
+        return None if not value or is_dot_segment(value) else value
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     return None
@@ -380,7 +382,8 @@ def compile_path_template(template: str) -> PathTemplate:
 def fill_path_template(template: str, context: EvaluationContext) -> str | None:
     """Fill ``{$expr}`` placeholders with URL-encoded values; ``None`` when one is unknown.
 
-    A value fills a placeholder only when it is a non-empty string or an integer.
+    A value fills a placeholder only when it is a non-empty string or an integer, and not a
+    dot segment (``.``, ``..``, also percent-encoded).
     """
     return compile_path_template(template).fill(context)
 

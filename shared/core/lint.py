@@ -42,6 +42,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from shared.core.contract import Contract, HttpVerifier, MatchRule, Operator
+from shared.core.paths import dot_segments, template_within
 from shared.core.skill import SkillManifest
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "is_skill_manifest",
     "lint_contract",
     "lint_document",
+    "lint_readback_paths",
     "lint_skill_manifest",
     "validate_contract",
     "validation_errors",
@@ -165,6 +167,50 @@ def lint_contract(contract: Contract, *, file: str) -> list[LintError]:
     return _ContractLinter(contract, file).run()
 
 
+def lint_readback_paths(
+    contract: Contract,
+    declared: Mapping[str, Sequence[str] | None],
+    *,
+    file: str,
+    providers: Iterable[str] | None = None,
+) -> list[LintError]:
+    """Errors for the ``http`` channels of ``contract`` that read outside the paths their
+    provider's skill declares (``declared``: provider → its skill's ``readback.paths``, None
+    when the skill declares none). Only channels of ``providers`` are checked (default: every
+    provider in ``declared``); a checked provider without declared paths reads nothing."""
+    checked = set(declared if providers is None else providers)
+    errors: list[LintError] = []
+    for i, ch in enumerate(contract.channels):
+        if ch.http is None:
+            continue
+        provider = ch.provider_of(contract)
+        if provider not in checked:
+            continue
+        allowed = declared.get(provider)
+        field = f"channels[{i}].http.path"
+        if not allowed:
+            errors.append(
+                LintError(
+                    file,
+                    contract.id,
+                    field,
+                    f"no {provider} skill declares readback paths (readback.paths), so a "
+                    f"contract cannot read {provider}",
+                )
+            )
+        elif not template_within(ch.http.path, allowed):
+            errors.append(
+                LintError(
+                    file,
+                    contract.id,
+                    field,
+                    f"{ch.http.path} is not among the paths the {provider} skill declares "
+                    f"(readback.paths: {', '.join(allowed)})",
+                )
+            )
+    return errors
+
+
 def lint_skill_manifest(
     data: Any,
     *,
@@ -219,6 +265,9 @@ def lint_skill_manifest(
                     f"{entry.file} has certification {c.certification}, "
                     f"the skill {manifest.certification}",
                 )
+            declared = manifest.readback.paths if manifest.readback else None
+            if declared is not None:
+                errors.extend(lint_readback_paths(c, {manifest.provider: declared}, file=file))
     if manifest.event_shape is not None:
         shape = manifest.event_shape.model_dump()
         keys = shape.pop("correlation_keys")
@@ -549,6 +598,12 @@ class _ContractLinter:
     def _http_path(self, field: str, path: str) -> None:
         if not path.startswith("/"):
             self.err(field, "a readback path starts with /")
+        if dot_segments(_PLACEHOLDER.sub("x", path)):
+            self.err(
+                field,
+                "a readback path has no . or .. segment (also percent-encoded): it would read "
+                "another resource, or leave the connection's base path",
+            )
         rest = _PLACEHOLDER.sub("", path)
         if "{" in rest or "}" in rest:
             self.err(field, "unbalanced { } in the path template")

@@ -3,7 +3,8 @@
 A skill is a signed provider package. Its manifest (``skill.yaml``) names the provider, the
 skill version and certification, the webhook signature scheme, how readbacks authenticate,
 where an event keeps its id, type, timestamp, api version and object, which action errors are
-definite rejections, and the contract files it ships with the sha256 of each file's bytes.
+definite rejections, which provider paths its contracts may read (``readback.paths``), and the
+contract files it ships with the sha256 of each file's bytes.
 
 The signature (see ``shared.skills``) covers :func:`manifest_signing_payload`, so changing a
 listed contract by one byte, or the manifest itself, breaks it. Pure: no I/O here.
@@ -14,9 +15,19 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_serializer,
+)
 
 from shared.core.contract import canonical_json
+from shared.core.paths import dot_segments, path_segments
 
 __all__ = [
     "SIGNING_DOMAIN",
@@ -33,6 +44,7 @@ SIGNING_DOMAIN = b"provely-skill-manifest-v1\n"
 """Prefix of every signed payload, so a skill signature can never be replayed as another thing."""
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_NAMED_SEGMENT = re.compile(r"^\{[a-z_][a-z0-9_]*\}$")
 
 
 class _Model(BaseModel):
@@ -47,10 +59,36 @@ class SignatureSpec(_Model):
 
 
 class ReadbackSpec(_Model):
-    """How readbacks authenticate against the provider API and how fast they may go."""
+    """How readbacks authenticate against the provider API, how fast they may go, and which
+    paths the skill's contracts — and workspace contracts on its provider — may read.
 
-    auth: Literal["bearer", "basic", "header", "none"]
-    rate_limit_per_second: float = Field(gt=0)
+    ``paths`` are templates whose ``{name}`` segments stand for one segment each
+    (``/v1/refunds/{id}``), without a query; see ``shared.core.paths.template_within``. Fields
+    left unset are left out of the manifest's signed document, so a manifest signed before they
+    existed keeps its signature.
+    """
+
+    auth: Literal["bearer", "basic", "header", "none"] | None = None
+    rate_limit_per_second: float | None = Field(default=None, gt=0)
+    paths: tuple[StrictStr, ...] | None = None
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for path in value or ():
+            if not path.startswith("/") or "?" in path or "#" in path:
+                raise ValueError(f"{path!r}: a readback path starts with / and has no query")
+            if dot_segments(path):
+                raise ValueError(f"{path!r}: a readback path has no . or .. segment")
+            for segment in path_segments(path):
+                if ("{" in segment or "}" in segment) and not _NAMED_SEGMENT.match(segment):
+                    raise ValueError(f"{path!r}: a placeholder is a whole segment, {{name}}")
+        return value
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {key: value for key, value in data.items() if value is not None}
 
 
 class EventShape(_Model):

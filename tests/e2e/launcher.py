@@ -124,27 +124,49 @@ def own_database(postgres_url: str, *, prefix: str = "provely_sys_") -> Iterator
 
 @contextmanager
 def running_system(
-    postgres_url: str, redis_url: str, workdir: Path, *, name: str = "system"
+    postgres_url: str,
+    redis_url: str,
+    workdir: Path,
+    *,
+    name: str = "system",
+    restart_services: bool = True,
 ) -> Iterator[DistributedSystem]:
     """A started :class:`DistributedSystem` on a database and a Redis index of its own.
 
     ``postgres_url`` and ``redis_url`` name the servers (the session's fixtures, which fail
     when a server is missing); the system migrates a new database on the first and claims an
     empty index on the second. On exit, whatever happened: every process is stopped, the
-    index is flushed and released, and the database is dropped.
+    index is flushed and released, and the database is dropped. ``restart_services=False``
+    leaves a service that exits dead (no outside process manager: what keeps a worker running
+    is then ``provely serve`` itself).
     """
     with ExitStack() as stack:
         database = stack.enter_context(own_database(postgres_url))
         broker = stack.enter_context(claimed_redis_db(redis_url, owner=name))
-        system = DistributedSystem(postgres_url=database, redis_url=broker, workdir=workdir)
+        system = DistributedSystem(
+            postgres_url=database,
+            redis_url=broker,
+            workdir=workdir,
+            restart_services=restart_services,
+        )
         stack.callback(system.stop)
         system.start()
         yield system
 
 
 class DistributedSystem:
-    def __init__(self, *, postgres_url: str, redis_url: str, workdir: Path) -> None:
+    def __init__(
+        self,
+        *,
+        postgres_url: str,
+        redis_url: str,
+        workdir: Path,
+        restart_services: bool = True,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.workdir = workdir
+        self.restart_services = restart_services
+        self.extra_env = dict(extra_env or {})
         self.port = free_port()
         self.metrics_ports = {
             name: free_port() for name in ("ingress", "observer", "verdict", "sweeper", "metrics")
@@ -184,6 +206,7 @@ class DistributedSystem:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        env.update(self.extra_env)
         return env
 
     def start(self) -> None:
@@ -235,6 +258,8 @@ class DistributedSystem:
                 "metrics", ["serve", "metrics", "--port", str(self.metrics_ports["metrics"])]
             ),
         ]
+        for spec in specs:
+            spec.restart = self.restart_services
         self.supervisor = Supervisor(
             specs, env=self.env, log_dir=self.workdir / "logs", echo=lambda _line: None
         )

@@ -2,9 +2,10 @@
 loopback servers).
 
 A workspace contract reads the app (``http``, the skill's provider), a Stripe charge
-(``provider: stripe``) and a ledger service the workspace has no connection for. One
-observation reads each channel from its own base URL with its own credential, and records
-``no_connection`` for the third instead of borrowing another provider's connection.
+(``provider: stripe``) and a ledger service the workspace has no connection for (its skill, a
+signed one of this test's own, declares the ledger's path). One observation reads each channel
+from its own base URL with its own credential, and records ``no_connection`` for the third
+instead of borrowing another provider's connection.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,8 +28,9 @@ from shared.db.models import Observation, Operation
 from shared.db.session import session_scope
 from shared.db.tenants import set_connection
 from shared.ratelimit import bucket_for
+from shared.skills import generate_private_key, public_key_pem, sign_skill
 from tests.integration.registry.conftest import Api
-from tests.integration.registry.test_custom_contracts import custom_text
+from tests.integration.registry.test_custom_contracts import EXAMPLE, custom_text
 
 pytestmark = pytest.mark.integration
 
@@ -63,6 +66,36 @@ class Server:
 
 
 @pytest.fixture
+def ledger_skill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signed ``ledger`` skill that declares ``/ledger/{id}``, loaded beside the shipped ones
+    (``pg_api``'s registry is cleared around the test)."""
+    skill_dir = tmp_path / "skills" / "ledger"
+    skill_dir.mkdir(parents=True)
+    doc = yaml.safe_load(EXAMPLE.read_text("utf-8"))
+    doc["id"] = "ledger.entry.recorded"
+    doc["skill"] = {"provider": "ledger", "version": "0.1.0"}
+    for channel in doc["channels"]:
+        if channel["verifier"] == "http":
+            channel["http"]["path"] = "/ledger/{$correlation.charge_id}"
+    (skill_dir / "entry.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), "utf-8")
+    manifest = {
+        "provider": "ledger",
+        "version": "0.1.0",
+        "certification": doc["certification"],
+        "title": "Ledger",
+        "readback": {"paths": ["/ledger/{id}"]},
+        "contracts": [{"file": "entry.yaml", "sha256": "0" * 64}],
+    }
+    (skill_dir / "skill.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False), "utf-8")
+    key = generate_private_key()
+    sign_skill(skill_dir, key)
+    public = tmp_path / "ledger.pub"
+    public.write_bytes(public_key_pem(key.public_key()))
+    monkeypatch.setenv("PROVELY_CONTRACT_PATHS", str(skill_dir.parent))
+    monkeypatch.setenv("PROVELY_TRUSTED_PUBLISHER_KEYS", str(public))
+
+
+@pytest.fixture
 def servers() -> Iterator[tuple[Server, Server]]:
     app, stripe = Server({"seats": 0}), Server({"object": "charge", "amount_refunded": 5000})
     yield app, stripe
@@ -95,6 +128,7 @@ def three_provider_contract() -> str:
     return json.dumps(doc, default=str)
 
 
+@pytest.mark.usefixtures("ledger_skill")
 def test_each_channel_uses_its_providers_connection(
     pg_api: Api, servers: tuple[Server, Server]
 ) -> None:

@@ -72,6 +72,7 @@ class FakeProvider:
     reads: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     lock: threading.Lock = field(default_factory=threading.Lock)
     unauthorised: int = 0
+    paths: list[str] = field(default_factory=list)  # every GET's path, as the server got it
 
     def refund(
         self,
@@ -127,6 +128,8 @@ def _handler(provider: FakeProvider) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:
+            with provider.lock:
+                provider.paths.append(self.path)
             prefix = "/v1/refunds/"
             if not self.path.startswith(prefix):
                 self._send(404, {"error": "no route"})

@@ -194,3 +194,32 @@ def test_the_same_observe_message_delivered_twice_makes_one_observation(
     assert count == 1
     assert load_operation(cluster, op_id).attempts == 1
     assert len(provider.reads["re_twice"]) <= 3  # at most one read per delivery, one stored
+
+
+def test_a_dot_segment_refund_id_reads_nothing_and_never_verifies(
+    cluster: Cluster, provider: FakeProvider
+) -> None:
+    """An agent reporting ``result.id`` "." or ".." would make ``/v1/refunds/{id}`` read the
+    refund list or ``/v1``: the path is unknown instead, the reading an error, nothing sent."""
+    contract = short_contract(contract_id="tests.dots", max_attempts=2, timeout_ms=60000)
+    tenant = make_tenant(cluster, provider.url, contract, name="dots")
+    refunds = [("..", "ch_dots", 1000), (".", "ch_dots", 1000), ("%2e%2e", "ch_dots", 1000)]
+    made = create_operations(cluster, tenant, refunds)
+    for op_id, _ in made:
+        wait_for(
+            lambda op_id=op_id: any(
+                o.channel == "refund_readback" for o in observations_of(cluster, op_id)
+            ),
+            timeout=15,
+            what=f"a reading of {op_id}",
+        )
+    for op_id, _ in made:
+        readings = [o for o in observations_of(cluster, op_id) if o.channel == "refund_readback"]
+        assert readings
+        assert all((o.status, o.error) == ("error", "path_unresolved") for o in readings)
+        op = load_operation(cluster, op_id)
+        assert op.verdict != Verdict.VERIFIED.value
+        assert not op.final
+    with provider.lock:
+        sent = list(provider.paths)
+    assert not [p for p in sent if p.rstrip("/") in ("/v1", "/v1/refunds") or ".." in p], sent

@@ -257,6 +257,10 @@ RULES: list[tuple[str, Mutation, str, str]] = [
         "channels[0]",
         "cannot depend on observations",
     ),
+    ("dot dot segment", _readback_path("/v1/refunds/../charges"), "channels[0]", ". or .."),
+    ("dot segment", _readback_path("/v1/./refunds/{$correlation.refund_id}"), "channels[0]", ".."),
+    ("encoded dot dot", _readback_path("/%2e%2E/admin"), "channels[0]", "percent-encoded"),
+    ("leaves the base path", _readback_path("/../../x/{$input.charge}"), "channels[0]", ". or .."),
 ]
 
 
@@ -292,3 +296,31 @@ def test_skill_manifest_is_recognised_by_lint_document() -> None:
     manifest["default_base_url"] = "api.example.com"
     errors = lint_document(manifest, file="skill.yaml")
     assert [e.field for e in errors] == ["default_base_url"]
+
+
+def test_a_skills_contracts_read_only_its_declared_paths() -> None:
+    from shared.core.contract import Contract
+
+    manifest = _manifest()
+    assert manifest["readback"]["paths"]
+    inside = Contract.model_validate(contract_data())
+    entry = manifest["contracts"][0]["file"]
+    assert lint_skill_manifest(manifest, file="skill.yaml", contracts={entry: inside}) == []
+    doc = contract_data()
+    _readback_path("/v1/balance_transactions/{$correlation.refund_id}")(doc)
+    outside = Contract.model_validate(doc)
+    errors = lint_skill_manifest(manifest, file="skill.yaml", contracts={entry: outside})
+    assert [e.field for e in errors] == ["channels[0].http.path"]
+    assert "not among the paths the stripe skill declares" in errors[0].message
+
+
+def test_a_provider_without_declared_paths_cannot_be_read() -> None:
+    from shared.core.contract import Contract
+    from shared.core.lint import lint_readback_paths
+
+    contract = Contract.model_validate(contract_data())
+    errors = lint_readback_paths(contract, {"stripe": None}, file="<request>")
+    assert [e.field for e in errors] == ["channels[0].http.path"]
+    assert "no stripe skill declares readback paths" in errors[0].message
+    # Channels of other providers are left to their own skills.
+    assert lint_readback_paths(contract, {"stripe": None}, file="x", providers=["http"]) == []

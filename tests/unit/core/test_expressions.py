@@ -167,6 +167,14 @@ def test_with_event_binds_only_the_event() -> None:
         ({"refund_id": True}, None),
         ({"refund_id": {"a": 1}}, None),
         ({}, None),
+        # A dot segment would read another resource: /v1/refunds/. is the list, .. is /v1.
+        ({"refund_id": "."}, None),
+        ({"refund_id": ".."}, None),
+        ({"refund_id": "%2e%2e"}, None),
+        ({"refund_id": "%2E"}, None),
+        ({"refund_id": "%252e%252e"}, None),
+        ({"refund_id": "..."}, "/v1/refunds/..."),
+        ({"refund_id": "re_1.."}, "/v1/refunds/re_1.."),
     ],
 )
 def test_fill_path_template(correlation: dict[str, Any], expected: str | None) -> None:

@@ -147,3 +147,17 @@ def test_metrics_are_scraped_on_the_network_only_and_the_gauges_exported_once() 
     assert _command(services["metrics"])[:3] == ["provely", "serve", "metrics"]  # type: ignore[index]
     assert "ports" not in services["metrics"]
     assert services["metrics"]["environment"]["PROVELY_METRICS_HOST"] == "0.0.0.0"
+
+
+def test_services_restart_and_workers_have_health_checks() -> None:
+    services = _compose()["services"]
+    for name in ("postgres", "redis", "ingress", "observer", "verdict", "sweeper"):
+        assert services[name]["restart"] in ("unless-stopped", "always", "on-failure"), name
+    for role in ("observer", "verdict"):
+        check = services[role]["healthcheck"]
+        test = [str(part) for part in check["test"]]
+        assert test[0] == "CMD"
+        assert test[1:5] == ["provely", "serve", "ping", role], test
+        leaf = resolve_cli(test[2:])
+        assert leaf.callback is not None
+        assert check["retries"] >= 1

@@ -154,3 +154,37 @@ def test_build_url_keeps_the_base_path_and_host() -> None:
     assert url.raw_path == b"/stripe/v1/refunds/re%2F1"
     with pytest.raises(ValueError, match="absolute"):
         build_url("ftp://x", "/a")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/refunds/..",
+        "/v1/refunds/.",
+        "/v1/refunds/%2e%2e",
+        "/v1/refunds/%2E%2e/x",
+        "/v1/%2e/refunds",
+        "/v1/refunds/%252e%252e",
+        "/../v1/charges",
+    ],
+)
+def test_dot_segments_are_never_sent(path: str) -> None:
+    calls: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(200, json={"object": "list", "data": []})
+
+    reading = _read(handler, path=path)
+    assert reading.status is ObservationStatus.ERROR
+    assert reading.error is not None
+    assert reading.error.startswith("bad_url"), reading.error
+    assert calls == []
+
+
+def test_a_path_cannot_leave_the_base_path() -> None:
+    with pytest.raises(ValueError, match=r"'\.\.' segment"):
+        build_url("http://127.0.0.1:8123/stripe/", "/../admin")
+    # Dots inside a segment, and in the query, name nothing else.
+    url = build_url("http://127.0.0.1:8123/stripe", "/v1/refunds/re_1..2?created[gte]=..")
+    assert url.raw_path == b"/stripe/v1/refunds/re_1..2?created[gte]=.."

@@ -1,9 +1,10 @@
 """The check of an operation's ``input`` against what its contract declares and reads.
 
 A declared field (``input:`` in the contract) is checked for presence (when required), type,
-minimum and pattern (RE2: linear in the value, ``shared.core.patterns``). A field the contract reads through ``$input.<path>`` without declaring
-it must be present too: a contract that cannot resolve its own inputs would leave its
-conditions unknown forever. Extra fields are allowed (they are kept and never evaluated).
+minimum and pattern (RE2: linear in the value, ``shared.core.patterns``). A field the contract
+reads through ``$input.<path>`` without declaring it must be present too: a contract that
+cannot resolve its own inputs would leave its conditions unknown forever. Extra fields are
+allowed (they are kept and never evaluated).
 """
 
 from __future__ import annotations

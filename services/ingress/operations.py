@@ -6,25 +6,31 @@ import base64
 import binascii
 import json
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, cast
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response
 from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import defer
 
 from services.ingress.actions import (
     Scheduled,
+    check_field_sizes,
+    check_operation_input,
     create_operation,
     load_operation,
+    prepare_operation,
     record_action,
     record_review,
     request_verification,
 )
+from services.ingress.bodies import StorableJsonRoute
 from services.ingress.deps import AdminCaller, Caller, app_engine, app_settings, now, transaction
 from services.ingress.problems import ApiError, FieldProblem, error_responses
 from services.ingress.schemas import (
     ActionReportIn,
     CreateOperationIn,
     OperationList,
+    OperationListItem,
     OperationOut,
     ReviewIn,
     Timeline,
@@ -35,7 +41,7 @@ from shared.db.models import Operation
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/operations", tags=["operations"])
+router = APIRouter(prefix="/v1/operations", tags=["operations"], route_class=StorableJsonRoute)
 
 OperationId = Annotated[str, Path(max_length=64, description="The operation id (op_…).")]
 
@@ -76,11 +82,25 @@ def create(
     ] = None,
 ) -> OperationOut:
     settings = app_settings(request)
-    with transaction(app_engine(request)) as session:
+    engine = app_engine(request)
+    check_field_sizes(body, settings)
+    with transaction(engine) as session:
+        prepared = prepare_operation(
+            session, workspace_id=who.workspace_id, body=body, idempotency_key=idempotency_key
+        )
+        replayed = operation_view(session, prepared) if isinstance(prepared, Operation) else None
+    if replayed is not None:
+        response.status_code = 200
+        response.headers["Location"] = f"/v1/operations/{replayed.id}"
+        return replayed
+    assert not isinstance(prepared, Operation)
+    check_operation_input(prepared, body)  # no transaction is held while patterns match
+    with transaction(engine) as session:
         created = create_operation(
             session,
             workspace_id=who.workspace_id,
             body=body,
+            resolved=prepared,
             idempotency_key=idempotency_key,
             settings=settings,
             now=now(),
@@ -157,7 +177,11 @@ def list_operations(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
 ) -> OperationList:
-    query = select(Operation).where(Operation.workspace_id == who.workspace_id)
+    query = (
+        select(Operation)
+        .where(Operation.workspace_id == who.workspace_id)
+        .options(defer(Operation.metadata_))  # list items never carry it
+    )
     if state is not None:
         query = query.where(Operation.state == state.value)
     if contract is not None:
@@ -175,7 +199,7 @@ def list_operations(
         rows = list(session.execute(query).scalars())
         page = rows[:limit]
         return OperationList(
-            data=[operation_view(session, op) for op in page],
+            data=[cast(OperationListItem, operation_view(session, op, listed=True)) for op in page],
             next_cursor=_encode_cursor(page[-1]) if len(rows) > limit else None,
         )
 

@@ -1,7 +1,9 @@
 """CLI: ``provely serve ingress|observer|verdict|sweeper`` — one production service per process.
 
 - ``ingress``: the HTTP API and webhook intake under uvicorn (``--workers`` processes);
-  ``/metrics`` is served by the app itself.
+  ``/metrics`` is served by the app itself. Its server limits (request head and body deadlines,
+  keep-alive, concurrency) come from the ``PROVELY_INGRESS_*`` settings
+  (``services.ingress.server``).
 - ``observer`` / ``verdict``: Celery workers consuming only their own queues (``observe`` and
   ``correlate`` / ``verdict``), so each scales on its own; ``observer --queues correlate`` runs
   a worker that only correlates webhook events. ``--metrics-port`` (or
@@ -127,6 +129,9 @@ def ingress(
     _setup_logging()
     import uvicorn
 
+    from services.ingress.server import uvicorn_options
+    from shared.settings import get_settings
+
     uvicorn.run(
         "services.cli.serve:ingress_app",
         factory=True,
@@ -137,6 +142,7 @@ def ingress(
         proxy_headers=True,
         timeout_graceful_shutdown=graceful_timeout,
         access_log=True,  # one JSON line per request, with its request id
+        **uvicorn_options(get_settings()),  # header/body deadlines, keep-alive, concurrency
     )
 
 

@@ -121,5 +121,3 @@ def test_a_nan_in_an_uploaded_contract_is_refused_naming_the_place(
         refused = client.post("/v1/contracts", content=text, headers={**admin, **YAML})
         assert refused.status_code == 422, refused.text
         assert refused.json()["errors"][0]["field"] == "x_nan"
-
-

@@ -10,7 +10,8 @@ from typing import Annotated, cast
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response
 from sqlalchemy import and_, or_, select
-from sqlalchemy.orm import defer
+from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm.attributes import set_committed_value
 
 from services.ingress.actions import (
     Scheduled,
@@ -163,6 +164,31 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
         ) from None
 
 
+def _load_facts(session: Session, page: list[Operation]) -> None:
+    """Load ``input`` and ``action_result`` in one query for the operations of a page whose
+    correlation is not recorded in their decision (their view derives it from those)."""
+    wanted = [
+        op.id
+        for op in page
+        if not (isinstance(op.decision, dict) and op.decision.get("correlation"))
+    ]
+    if not wanted:
+        return
+    found = {
+        row.id: row
+        for row in session.execute(
+            select(Operation.id, Operation.input, Operation.action_result).where(
+                Operation.id.in_(wanted)
+            )
+        )
+    }
+    for op in page:
+        row = found.get(op.id)
+        if row is not None:
+            set_committed_value(op, "input", row.input)
+            set_committed_value(op, "action_result", row.action_result)
+
+
 @router.get(
     "",
     response_model=OperationList,
@@ -180,7 +206,10 @@ def list_operations(
     query = (
         select(Operation)
         .where(Operation.workspace_id == who.workspace_id)
-        .options(defer(Operation.metadata_))  # list items never carry it
+        # List items never carry metadata; input and the action result are read only for
+        # the operations whose view needs them (_load_facts): a page's memory does not grow
+        # with what agents sent.
+        .options(defer(Operation.metadata_), defer(Operation.input), defer(Operation.action_result))
     )
     if state is not None:
         query = query.where(Operation.state == state.value)
@@ -198,6 +227,7 @@ def list_operations(
     with transaction(app_engine(request)) as session:
         rows = list(session.execute(query).scalars())
         page = rows[:limit]
+        _load_facts(session, page)
         return OperationList(
             data=[cast(OperationListItem, operation_view(session, op, listed=True)) for op in page],
             next_cursor=_encode_cursor(page[-1]) if len(rows) > limit else None,

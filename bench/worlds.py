@@ -94,8 +94,9 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -122,6 +123,9 @@ RECHECK_BACKOFF_MS = (5000, 2, 60000)  # the 1.1.0 contract's poll_interval, fac
 OUTAGE_TRY_SLACK_S = 2.5  # the sweeper's grace and interval, before an overdue recheck is sent
 CONTRADICTING_STATUSES = ("failed", "canceled")
 FINAL_STATES = ("VERIFIED", "FAILED", "CONTRADICTED", "HUMAN_REVIEW", "UNVERIFIABLE", "EXPIRED")
+
+
+T = TypeVar("T")
 
 
 class HarnessError(Exception):
@@ -492,6 +496,20 @@ class Outcome:
         )
 
 
+async def _retrying(request: Callable[[], Awaitable[T]], *, tries: int = 4) -> T:
+    """An idempotent request (a read, a sandbox control call) tried again when the connection
+    breaks: a keep-alive connection the server closed while it sat idle fails the next request
+    without an answer, which says nothing about the system under test."""
+    for attempt in range(tries):
+        try:
+            return await request()
+        except httpx.TransportError:
+            if attempt == tries - 1:
+                raise
+            await asyncio.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 def allowed(status: str | None, contradiction: bool, drop_updated: bool) -> tuple[set[str], bool]:
     """Final states a truth allows, and whether a non-final PENDING is allowed: ``status`` is
     the agent refund's (None: none made), ``contradiction`` a second refund or its event."""
@@ -544,7 +562,7 @@ class Play:
 
     async def _control(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         try:
-            return await self.world.control(path, body)
+            return await _retrying(lambda: self.world.control(path, body))
         except AssertionError as exc:
             raise HarnessError(f"sandbox control {path}: {exc}") from None
 
@@ -564,7 +582,7 @@ class Play:
     async def _stripe_get(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
         deadline = time.monotonic() + 45
         while True:
-            response = await self.world.stripe.get(path, params=params)
+            response = await _retrying(lambda: self.world.stripe.get(path, params=params))
             if response.status_code == 200:
                 result = response.json()
                 assert isinstance(result, dict)
@@ -690,7 +708,9 @@ class Play:
             try:
                 await self._cleanup()
             except Exception as exc:
-                result.harness_error = result.harness_error or f"cleanup: {exc}"
+                result.harness_error = result.harness_error or (
+                    f"cleanup: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+                )
         if result.harness_error is None:
             try:
                 await self._judge()
@@ -804,14 +824,17 @@ class Play:
     # ------------------------------------------------------------------ judging
     async def _receipts(self) -> list[dict[str, Any]]:
         """The operation's receipts, newest first, following ``supersedes``."""
-        response = await self.world.api.get(f"/v1/operations/{self.world.op_id}/receipt")
+        response = await _retrying(
+            lambda: self.world.api.get(f"/v1/operations/{self.world.op_id}/receipt")
+        )
         if response.status_code == 404:
             return []
         if response.status_code != 200:
             raise HarnessError(f"GET receipt: {response.status_code} {response.text[:200]}")
         chain = [response.json()["receipt"]]
         while chain[-1].get("supersedes"):
-            old = await self.world.api.get(f"/v1/receipts/{chain[-1]['supersedes']}")
+            url = f"/v1/receipts/{chain[-1]['supersedes']}"
+            old = await _retrying(partial(self.world.api.get, url))
             if old.status_code != 200:
                 raise HarnessError(f"GET superseded receipt: {old.status_code} {old.text[:200]}")
             chain.append(old.json()["receipt"])
@@ -1186,7 +1209,7 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 
 async def run_worlds(system: DistributedSystem, args: argparse.Namespace) -> list[Outcome]:
-    indexes = [args.world] if args.world is not None else list(range(args.worlds))
+    indexes = sorted(set(args.world)) if args.world else list(range(args.worlds))
     plans = [draw_plan(args.seed, k) for k in indexes]
     relay = Relay(system.api_url)
     lanes_count = max(1, min(args.concurrency, len(plans)))
@@ -1245,8 +1268,10 @@ def main() -> None:
         "--only-seed-of",
         dest="world",
         type=int,
+        action="append",
         default=None,
-        help="replay only world K of --seed (its draws are random.Random(f'{seed}:{K}'))",
+        help="replay only world K of --seed (its draws are random.Random(f'{seed}:{K}')); "
+        "repeatable",
     )
     parser.add_argument("--poll-ms", type=int, default=100, help="how often each world polls")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")

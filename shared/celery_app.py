@@ -41,6 +41,7 @@ from kombu.transport.sqlalchemy import models as kombu_sqla_models
 from kombu.utils.uuid import uuid
 from sqlalchemy.exc import IntegrityError, OperationalError
 
+from shared.datafiles import private_file, sqlite_file_of
 from shared.settings import Settings, get_settings
 
 __all__ = [
@@ -183,8 +184,9 @@ def _transport_options(broker_url: str) -> dict[str, Any]:
 def configure(celery: Celery, settings: Settings) -> None:
     """Point ``celery`` at the broker of ``settings`` (call before the first message is sent)."""
     broker_url = settings.resolved_broker_url()
-    if broker_url.startswith(("sqla+sqlite:///", "sqlalchemy+sqlite:///")):
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    broker_file = sqlite_file_of(broker_url)
+    if broker_file is not None:
+        private_file(broker_file)  # 0600 in a 0700 data dir (shared.datafiles)
     embedded = broker_url.startswith(("sqla+", "sqlalchemy+"))
     celery.conf.update(
         broker_url=broker_url,

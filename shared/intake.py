@@ -61,6 +61,7 @@ from sqlalchemy.orm import Session, load_only
 
 from shared.core.contract import Contract
 from shared.core.skill import EventShape
+from shared.core.storable import unstorable
 from shared.core.types import EventRecord
 from shared.db.models import Event, EventBacklog, EventKey, Operation, OperationEvent
 from shared.db.sql import driver_cursor, keyed_lookups, one_of
@@ -71,6 +72,7 @@ from shared.watch import rechecks_for_events, request_rechecks
 
 __all__ = [
     "DEFAULT_SHAPES",
+    "UNSTORABLE",
     "Delivery",
     "IntakeResult",
     "Link",
@@ -134,6 +136,10 @@ DEFAULT_SHAPES: Mapping[str, EventShape] = {
         correlation_keys={},
     ),
 }
+
+
+UNSTORABLE = "unstorable"
+"""The reason of a verified body that no table can hold (``shared.core.storable``)."""
 
 
 class MalformedEvent(ValueError):
@@ -281,6 +287,12 @@ def parse_event(
         raise MalformedEvent("malformed_json", "the body is not valid JSON") from exc
     if not isinstance(doc, dict):
         raise MalformedEvent("malformed_event", "the body is not a JSON object")
+    found = unstorable(doc)
+    if found is not None:
+        # NaN, a NUL character, a lone surrogate, too deep: no retry can ever store it.
+        raise MalformedEvent(
+            UNSTORABLE, f"the event cannot be stored: {found.field} {found.message}"
+        )
     meta = {
         "id": delivery.delivery_id,
         "timestamp": delivery.timestamp,

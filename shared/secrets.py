@@ -26,6 +26,7 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
+from shared.datafiles import private_dir
 from shared.settings import Settings, get_settings
 
 __all__ = [
@@ -73,7 +74,7 @@ def _key_file(settings: Settings) -> Path:
 def _read_or_create_key_file(path: Path) -> str:
     if path.exists():
         return path.read_text("ascii").strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     key = Fernet.generate_key()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

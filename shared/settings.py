@@ -54,6 +54,43 @@ class Settings(BaseSettings):
     api_max_body_bytes: int = Field(
         default=256 * 1024, description="Largest agent API body accepted."
     )
+    operation_field_max_bytes: int = Field(
+        default=32 * 1024,
+        ge=256,
+        description="Largest `input` and `metadata` of an operation, each, as compact JSON.",
+    )
+    contract_max_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        description="Largest contract document `POST /v1/contracts` accepts.",
+    )
+    contract_parse_timeout_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="Time an uploaded contract may take to parse and lint before it is refused.",
+    )
+    ingress_header_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="A connection that sends no complete request head in this time is closed.",
+    )
+    ingress_body_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="A request whose body is not complete this long after its head is closed.",
+    )
+    ingress_keep_alive_seconds: float = Field(
+        default=5.0, gt=0, description="An idle keep-alive connection is closed after this."
+    )
+    ingress_max_concurrency: int = Field(
+        default=1000,
+        ge=1,
+        description="Connections and requests at once per ingress process; more get 503.",
+    )
+    allow_private_network: bool = Field(
+        default=False,
+        description="Accept connection base URLs on link-local and cloud metadata addresses.",
+    )
     action_window_seconds: int = Field(
         default=3600,
         description="An operation whose action is not reported within this window is EXPIRED.",

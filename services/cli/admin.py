@@ -165,6 +165,11 @@ def connection_set(
     auth_header: str | None = typer.Option(
         None, "--auth-header", help="Send the API key in this header instead of a bearer token."
     ),
+    allow_private_network: bool = typer.Option(
+        False,
+        "--allow-private-network",
+        help="Accept a base URL on a link-local or cloud metadata address (refused otherwise).",
+    ),
 ) -> None:
     """Create or replace a workspace's connection to a provider (secrets encrypted at rest)."""
     from shared.db.tenants import TenantError, set_connection
@@ -200,6 +205,7 @@ def connection_set(
             auth_scheme="header" if auth_header else "bearer",
             auth_header=auth_header,
             rate_limit_per_second=skill.rate_limit_per_second if skill else None,
+            allow_private_network=allow_private_network,
             now=now,
         )
         return {

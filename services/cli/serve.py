@@ -3,6 +3,8 @@
 - ``ingress``: the HTTP API and webhook intake under uvicorn (``--workers`` processes);
   ``--metrics-port`` (or ``PROVELY_METRICS_PORT``) serves its Prometheus metrics, aggregated
   over the worker processes, on a port of its own: never on the public API port.
+  Its server limits (request head and body deadlines, keep-alive, concurrency) come from
+  the ``PROVELY_INGRESS_*`` settings (``services.ingress.server``).
 - ``observer`` / ``verdict``: Celery workers consuming only their own queues (``observe`` and
   ``correlate`` / ``verdict``), so each scales on its own; ``observer --queues correlate`` runs
   a worker that only correlates webhook events. ``--metrics-port`` (or
@@ -178,6 +180,9 @@ def ingress(
     _serve_metrics(served_metrics)
     import uvicorn
 
+    from services.ingress.server import uvicorn_options
+    from shared.settings import get_settings
+
     uvicorn.run(
         "services.cli.serve:ingress_app",
         factory=True,
@@ -190,6 +195,7 @@ def ingress(
         # The app writes one structured line per request (services.ingress.access): fields,
         # the request id, and the query's secrets redacted, which uvicorn's own line has not.
         access_log=False,
+        **uvicorn_options(get_settings()),  # header/body deadlines, keep-alive, concurrency
     )
 
 

@@ -323,11 +323,12 @@ class EmbeddedSystem:
         from sqlalchemy.exc import SQLAlchemyError
 
         from shared.celery_app import prepare_embedded_broker
+        from shared.datafiles import private_dir
         from shared.db.migrate import upgrade
         from shared.settings import Settings
 
         env = self.child_env()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         settings = Settings(
             data_dir=Path(env["PROVELY_DATA_DIR"]),
             database_url=env.get("PROVELY_DATABASE_URL") or None,

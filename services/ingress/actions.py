@@ -33,6 +33,7 @@ from shared.db.tenants import new_id
 from shared.intake import correlate_pending_events, lock_correlation
 from shared.operations import (
     ContractNotFound,
+    ResolvedContract,
     change_state,
     contract_for,
     facts_for,
@@ -46,8 +47,11 @@ __all__ = [
     "AWAITING_ACTION",
     "Created",
     "Scheduled",
+    "check_field_sizes",
+    "check_operation_input",
     "create_operation",
     "load_operation",
+    "prepare_operation",
     "record_action",
     "record_review",
     "request_verification",
@@ -133,22 +137,21 @@ def _insert_once(
     return None
 
 
-def create_operation(
+def prepare_operation(
     session: Session,
     *,
     workspace_id: str,
     body: CreateOperationIn,
     idempotency_key: str | None,
-    settings: Settings,
-    now: datetime,
-) -> Created:
-    digest = _request_hash(body)
+) -> Operation | ResolvedContract:
+    """The first, short transaction of a create: the earlier operation of a replayed
+    ``Idempotency-Key``, else the contract the new operation binds (422 when there is none)."""
     if idempotency_key is not None:
-        earlier = _replay(session, workspace_id, idempotency_key, digest)
+        earlier = _replay(session, workspace_id, idempotency_key, _request_hash(body))
         if earlier is not None:
-            return Created(earlier, new=False)
+            return earlier
     try:
-        resolved = find_contract(session, workspace_id, body.contract, body.contract_version)
+        return find_contract(session, workspace_id, body.contract, body.contract_version)
     except ContractNotFound as exc:
         field = "contract_version" if body.contract_version else "contract"
         raise ApiError(
@@ -157,10 +160,58 @@ def create_operation(
             str(exc),
             errors=[FieldProblem(field=field, message=str(exc))],
         ) from None
+
+
+def json_size(value: Any) -> int:
+    """Bytes of ``value`` as compact UTF-8 JSON (how its limit is counted)."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return len(text.encode("utf-8"))
+
+
+def check_field_sizes(body: CreateOperationIn, settings: Settings) -> None:
+    """422 naming ``input`` or ``metadata`` when either passes
+    ``settings.operation_field_max_bytes``: every view of the operation carries them."""
+    limit = settings.operation_field_max_bytes
+    problems = [
+        FieldProblem(
+            field=name,
+            message=f"is {size} bytes as JSON, more than the limit of {limit} "
+            "(PROVELY_OPERATION_FIELD_MAX_BYTES)",
+        )
+        for name, value in (("input", body.input), ("metadata", body.metadata))
+        if value is not None and (size := json_size(value)) > limit
+    ]
+    if problems:
+        detail = "; ".join(f"{p.field} {p.message}" for p in problems)
+        raise ApiError(422, "field-too-large", detail, errors=problems)
+
+
+def check_operation_input(resolved: ResolvedContract, body: CreateOperationIn) -> None:
+    """422 when the input does not satisfy the contract. Runs outside any transaction: it
+    matches the contract's patterns (RE2, linear time) on what the agent sent."""
     problems = check_input(resolved.contract, body.input)
     if problems:
         detail = "; ".join(f"{p.field} {p.message}" for p in problems)
         raise ApiError(422, "invalid-input", detail, errors=problems)
+
+
+def create_operation(
+    session: Session,
+    *,
+    workspace_id: str,
+    body: CreateOperationIn,
+    resolved: ResolvedContract,
+    idempotency_key: str | None,
+    settings: Settings,
+    now: datetime,
+) -> Created:
+    """Insert the operation on ``resolved`` (from :func:`prepare_operation`, its input checked
+    by :func:`check_operation_input`), or return the one a concurrent replay made."""
+    digest = _request_hash(body)
+    if idempotency_key is not None:
+        earlier = _replay(session, workspace_id, idempotency_key, digest)
+        if earlier is not None:
+            return Created(earlier, new=False)
     ws = session.get(Workspace, workspace_id)
     window = (ws.action_window_seconds if ws else None) or settings.action_window_seconds
     op = Operation(

@@ -12,7 +12,10 @@ Answers:
 - 201 stored (``Location: /v1/contracts/{id}?version=…``); 200 when the same id and version
   were already stored with the same content (a repeat is harmless);
 - 400 a body that is not UTF-8 YAML/JSON (YAML anchors and aliases are refused: a contract never
-  needs them and they can blow a small body up); 415 another media type;
+  needs them and they can blow a small body up); 415 another media type; 413 a body larger than
+  ``PROVELY_CONTRACT_MAX_BYTES`` (64 KiB; reading stops there);
+- 422 a document that takes longer than ``PROVELY_CONTRACT_PARSE_TIMEOUT_SECONDS`` to parse and
+  lint (``contract-too-complex``), or holds a value no table can hold (``unstorable-value``);
 - 422 lint errors: ``errors`` lists ``{file, contract, field, message}``, ``file`` being
   ``<request>``, exactly what the CLI prints for the same document; also an ``http`` channel
   whose path is not among the paths its provider's skill declares (``readback.paths``): with
@@ -22,6 +25,11 @@ Answers:
   contract's (a workspace contract cannot shadow the registry);
 - 403 the key is not an admin key of the workspace: contracts decide verdicts, so uploading one
   is an operator's act, not an agent's.
+
+Parsing, lint and hashing are CPU work on what a tenant sent: they run in a worker thread
+(``anyio.to_thread``), never on the event loop, so ``/healthz`` and the webhook intake answer
+while a contract is read; the size bound keeps that work small and the time bound answers the
+caller when it is not.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import yaml
 from fastapi import APIRouter, Request, Response
 from pydantic import Field
@@ -37,11 +47,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from services.ingress.deps import AdminCaller, app_engine, now, transaction
-from services.ingress.problems import ApiError, FieldProblem, error_responses
+from services.ingress.deps import AdminCaller, app_engine, app_settings, now, transaction
+from services.ingress.problems import ApiError, FieldProblem, error_responses, unstorable_problem
 from services.ingress.schemas import ContractSummary
 from shared.core.contract import Contract, contract_hash
 from shared.core.lint import LintError, lint_readback_paths, validate_contract
+from shared.core.storable import unstorable
 from shared.db.models import CustomContract
 from shared.registry import RegistryError, get_registry
 
@@ -78,8 +89,11 @@ def _unreadable(message: str) -> ApiError:
     return ApiError(400, "malformed-contract", str(err), errors=[_problem(err)])
 
 
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when built
+
+
 def _no_aliases(text: str) -> None:
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    for event in yaml.parse(text, Loader=_LOADER):
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise _unreadable("YAML anchors and aliases are not accepted in a contract")
 
@@ -109,7 +123,7 @@ def parse_body(body: bytes, media_type: str) -> Any:
             raise _unreadable("not valid JSON: nested too deeply") from None
     try:
         _no_aliases(text)
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_LOADER)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
@@ -214,7 +228,12 @@ def _outside_declared_paths(contract: Contract) -> list[LintError]:
     return lint_readback_paths(contract, declared, file=REQUEST_FILE)
 
 
-def _create(request: Request, workspace_id: str, data: Any) -> tuple[ContractSummary, bool]:
+def _lint(body: bytes, media_type: str) -> Contract:
+    """The uploaded document parsed, checked storable and linted (in a worker thread)."""
+    data = parse_body(body, media_type)
+    found = unstorable(data)
+    if found is not None:
+        raise unstorable_problem(found)
     contract, errors = validate_contract(data, file=REQUEST_FILE)
     if contract is not None:
         errors = _outside_declared_paths(contract)
@@ -229,9 +248,33 @@ def _create(request: Request, workspace_id: str, data: Any) -> tuple[ContractSum
             f"the contract does not lint: {shown}{more}",
             errors=[_problem(e) for e in errors],
         )
+    return contract
+
+
+def _create(
+    request: Request, workspace_id: str, contract: Contract
+) -> tuple[ContractSummary, bool]:
     with transaction(app_engine(request)) as session:
         row, new = store_contract(session, workspace_id, contract)
         return _summary(contract, row.hash), new
+
+
+async def _read_bounded(request: Request, limit: int) -> bytes:
+    """The body, refused with 413 as soon as it passes ``limit`` bytes."""
+    too_large = ApiError(
+        413,
+        "body-too-large",
+        f"a contract is at most {limit} bytes (PROVELY_CONTRACT_MAX_BYTES)",
+    )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    buffer = bytearray()
+    async for chunk in request.stream():
+        buffer += chunk
+        if len(buffer) > limit:
+            raise too_large
+    return bytes(buffer)
 
 
 @router.post(
@@ -260,8 +303,22 @@ def _create(request: Request, workspace_id: str, data: Any) -> tuple[ContractSum
     },
 )
 async def upload(request: Request, response: Response, who: AdminCaller) -> ContractSummary:
-    data = parse_body(await request.body(), _media_type(request))
-    summary, new = await run_in_threadpool(_create, request, who.workspace_id, data)
+    settings = app_settings(request)
+    body = await _read_bounded(request, settings.contract_max_bytes)
+    timeout = settings.contract_parse_timeout_seconds
+    try:
+        with anyio.fail_after(timeout):
+            contract = await anyio.to_thread.run_sync(
+                _lint, body, _media_type(request), abandon_on_cancel=True
+            )
+    except TimeoutError:
+        raise ApiError(
+            422,
+            "contract-too-complex",
+            f"the contract did not parse and lint within {timeout:g} s "
+            "(PROVELY_CONTRACT_PARSE_TIMEOUT_SECONDS); send a smaller document",
+        ) from None
+    summary, new = await run_in_threadpool(_create, request, who.workspace_id, contract)
     response.status_code = 201 if new else 200
     response.headers["Location"] = f"/v1/contracts/{summary.id}?version={summary.version}"
     return summary

@@ -1,20 +1,21 @@
 """The check of an operation's ``input`` against what its contract declares and reads.
 
 A declared field (``input:`` in the contract) is checked for presence (when required), type,
-minimum and pattern. A field the contract reads through ``$input.<path>`` without declaring
-it must be present too: a contract that cannot resolve its own inputs would leave its
-conditions unknown forever. Extra fields are allowed (they are kept and never evaluated).
+minimum and pattern (RE2: linear in the value, ``shared.core.patterns``). A field the contract
+reads through ``$input.<path>`` without declaring it must be present too: a contract that
+cannot resolve its own inputs would leave its conditions unknown forever. Extra fields are
+allowed (they are kept and never evaluated).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from functools import lru_cache
 from typing import Any
 
 from services.ingress.problems import FieldProblem
 from shared.core.contract import Contract, InputField
+from shared.core.patterns import PatternError, pattern_matches
 
 __all__ = ["check_input", "input_paths"]
 
@@ -56,11 +57,6 @@ def input_paths(contract: Contract) -> list[str]:
     return [".".join(p) for p in _paths(contract)]
 
 
-@lru_cache(maxsize=256)
-def _pattern(text: str) -> re.Pattern[str]:
-    return re.compile(text)
-
-
 def _type_ok(kind: str, value: Any) -> bool:
     match kind:
         case "string":
@@ -79,12 +75,13 @@ def _check_declared(name: str, spec: InputField, value: Any) -> str | None:
         return f"must be of type {spec.type}, got {_json_type(value)}"
     if spec.minimum is not None and spec.type in ("integer", "number") and value < spec.minimum:
         return f"must be at least {spec.minimum}"
-    if (
-        spec.pattern is not None
-        and spec.type == "string"
-        and not _pattern(spec.pattern).search(value)
-    ):
-        return f"must match {spec.pattern}"
+    if spec.pattern is not None and spec.type == "string":
+        try:
+            matches = pattern_matches(spec.pattern, value)
+        except PatternError as exc:  # stored before lint refused what RE2 cannot compile
+            return f"cannot be checked: the contract's pattern does not compile with RE2 ({exc})"
+        if not matches:
+            return f"must match {spec.pattern}"
     return None
 
 

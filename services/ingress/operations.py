@@ -6,25 +6,32 @@ import base64
 import binascii
 import json
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, cast
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response
 from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm.attributes import set_committed_value
 
 from services.ingress.actions import (
     Scheduled,
+    check_field_sizes,
+    check_operation_input,
     create_operation,
     load_operation,
+    prepare_operation,
     record_action,
     record_review,
     request_verification,
 )
+from services.ingress.bodies import StorableJsonRoute
 from services.ingress.deps import AdminCaller, Caller, app_engine, app_settings, now, transaction
 from services.ingress.problems import ApiError, FieldProblem, error_responses
 from services.ingress.schemas import (
     ActionReportIn,
     CreateOperationIn,
     OperationList,
+    OperationListItem,
     OperationOut,
     ReviewIn,
     Timeline,
@@ -35,7 +42,7 @@ from shared.db.models import Operation
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/operations", tags=["operations"])
+router = APIRouter(prefix="/v1/operations", tags=["operations"], route_class=StorableJsonRoute)
 
 OperationId = Annotated[str, Path(max_length=64, description="The operation id (op_…).")]
 
@@ -83,11 +90,25 @@ def create(
     ] = None,
 ) -> OperationOut:
     settings = app_settings(request)
-    with transaction(app_engine(request)) as session:
+    engine = app_engine(request)
+    check_field_sizes(body, settings)
+    with transaction(engine) as session:
+        prepared = prepare_operation(
+            session, workspace_id=who.workspace_id, body=body, idempotency_key=idempotency_key
+        )
+        replayed = operation_view(session, prepared) if isinstance(prepared, Operation) else None
+    if replayed is not None:
+        response.status_code = 200
+        response.headers["Location"] = f"/v1/operations/{replayed.id}"
+        return replayed
+    assert not isinstance(prepared, Operation)
+    check_operation_input(prepared, body)  # no transaction is held while patterns match
+    with transaction(engine) as session:
         created = create_operation(
             session,
             workspace_id=who.workspace_id,
             body=body,
+            resolved=prepared,
             idempotency_key=idempotency_key,
             settings=settings,
             now=now(),
@@ -163,6 +184,31 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
         ) from None
 
 
+def _load_facts(session: Session, page: list[Operation]) -> None:
+    """Load ``input`` and ``action_result`` in one query for the operations of a page whose
+    correlation is not recorded in their decision (their view derives it from those)."""
+    wanted = [
+        op.id
+        for op in page
+        if not (isinstance(op.decision, dict) and op.decision.get("correlation"))
+    ]
+    if not wanted:
+        return
+    found = {
+        row.id: row
+        for row in session.execute(
+            select(Operation.id, Operation.input, Operation.action_result).where(
+                Operation.id.in_(wanted)
+            )
+        )
+    }
+    for op in page:
+        row = found.get(op.id)
+        if row is not None:
+            set_committed_value(op, "input", row.input)
+            set_committed_value(op, "action_result", row.action_result)
+
+
 @router.get(
     "",
     response_model=OperationList,
@@ -182,7 +228,14 @@ def list_operations(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
 ) -> OperationList:
-    query = select(Operation).where(Operation.workspace_id == who.workspace_id)
+    query = (
+        select(Operation)
+        .where(Operation.workspace_id == who.workspace_id)
+        # List items never carry metadata; input and the action result are read only for
+        # the operations whose view needs them (_load_facts): a page's memory does not grow
+        # with what agents sent.
+        .options(defer(Operation.metadata_), defer(Operation.input), defer(Operation.action_result))
+    )
     if state is not None:
         query = query.where(Operation.state == state.value)
     if contract is not None:
@@ -199,8 +252,9 @@ def list_operations(
     with transaction(app_engine(request)) as session:
         rows = list(session.execute(query).scalars())
         page = rows[:limit]
+        _load_facts(session, page)
         return OperationList(
-            data=[operation_view(session, op) for op in page],
+            data=[cast(OperationListItem, operation_view(session, op, listed=True)) for op in page],
             next_cursor=_encode_cursor(page[-1]) if len(rows) > limit else None,
         )
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.core import IllegalTransition
+from shared.core.storable import Unstorable
 from shared.operations import ContractNotFound
 from shared.registry import RegistryError
 from shared.scheduling import ScheduleConflict
@@ -31,6 +32,7 @@ __all__ = [
     "error_responses",
     "install_problem_handlers",
     "problem_response",
+    "unstorable_problem",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,16 @@ class ApiError(Exception):
         self.errors = list(errors) if errors else None
         self.headers = headers
         self.extra = extra
+
+
+def unstorable_problem(found: Unstorable) -> ApiError:
+    """422 for a value that can never be stored, naming the place (``input.a[2]``)."""
+    return ApiError(
+        422,
+        "unstorable-value",
+        f"{found.field} {found.message}",
+        errors=[FieldProblem(field=found.field, message=found.message)],
+    )
 
 
 def problem_response(
@@ -170,6 +182,9 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        found = getattr(exc, "found", None)
+        if isinstance(found, Unstorable):  # services.ingress.bodies.UnstorableBody
+            return await api_error(request, unstorable_problem(found))
         kind = _KINDS.get(exc.status_code, "error")
         detail = exc.detail if isinstance(exc.detail, str) else None
         if exc.status_code == 400 and detail == "There was an error parsing the body":

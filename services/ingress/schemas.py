@@ -7,6 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from services.ingress.problems import unstorable_problem
+from shared.core.storable import unstorable
+
 __all__ = [
     "ActionOut",
     "ActionReportIn",
@@ -20,6 +23,7 @@ __all__ = [
     "EvidenceOut",
     "Health",
     "OperationList",
+    "OperationListItem",
     "OperationOut",
     "RetryOut",
     "ReviewIn",
@@ -32,31 +36,21 @@ __all__ = [
 _SEMVER = r"^\d+\.\d+\.\d+$"
 
 
-def _bad_string(value: Any) -> bool:
-    """True for a string no table can hold: a NUL character or a lone surrogate."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            return True
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-        return False
-    if isinstance(value, dict):
-        return any(_bad_string(k) or _bad_string(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_bad_string(v) for v in value)
-    return False
-
-
 class _In(BaseModel):
+    """A request body: no unknown fields, and nothing that cannot be stored (a non-finite
+    number, a NUL character, a lone surrogate, nesting deeper than ``MAX_JSON_DEPTH``): such a
+    body is refused with 422 naming the place (``input.a[2].b``), before any field is read."""
+
     model_config = ConfigDict(extra="forbid")
 
     @model_validator(mode="before")
     @classmethod
-    def _storable_strings(cls, data: Any) -> Any:
-        if _bad_string(data):
-            raise ValueError("strings must be valid Unicode without NUL characters")
+    def _storable(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name, value in data.items():
+                found = unstorable(value, field=str(name))
+                if found is not None:
+                    raise unstorable_problem(found)
         return data
 
 
@@ -192,8 +186,19 @@ class OperationOut(_Out):
     metadata: dict[str, Any] | None = None
 
 
+class OperationListItem(OperationOut):
+    """An operation as a list page shows it: every field of the operation but ``input`` and
+    ``metadata`` (up to ``PROVELY_OPERATION_FIELD_MAX_BYTES`` each), which only
+    ``GET /v1/operations/{id}`` carries; so a page's size does not grow with what agents sent."""
+
+    input: dict[str, Any] | None = Field(default=None, exclude=True)  # type: ignore[assignment]
+    metadata: dict[str, Any] | None = Field(default=None, exclude=True)
+
+
 class OperationList(_Out):
-    data: list[OperationOut]
+    data: list[OperationListItem] = Field(
+        description="Without `input` and `metadata`: read an operation for them."
+    )
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
 
 

@@ -14,6 +14,7 @@ from services.ingress.schemas import (
     ContractRef,
     CorrelationOut,
     EvidenceOut,
+    OperationListItem,
     OperationOut,
     RetryOut,
     ReviewOut,
@@ -144,8 +145,9 @@ def _review(op: Operation) -> ReviewOut | None:
     )
 
 
-def operation_view(session: Session, op: Operation) -> OperationOut:
-    """The operation resource of ``GET /v1/operations/{id}``."""
+def operation_view(session: Session, op: Operation, *, listed: bool = False) -> OperationOut:
+    """The operation resource of ``GET /v1/operations/{id}``; ``listed``: as a list page
+    shows it (:class:`OperationListItem`, without ``input`` and ``metadata``)."""
     contract = _contract(session, op)
     decision: dict[str, Any] = op.decision or {}
     verdict = op.verdict or Verdict.PENDING.value
@@ -160,7 +162,9 @@ def operation_view(session: Session, op: Operation) -> OperationOut:
     )
     subject_id = op.subject_id if op.subject_id is not None else decision.get("subject_id")
     explanation = decision.get("explanation")
-    return OperationOut(
+    model = OperationListItem if listed else OperationOut
+    bodies = {} if listed else {"input": op.input or {}, "metadata": op.metadata_}
+    return model(
         id=op.id,
         workspace_id=op.workspace_id,
         contract=ContractRef(
@@ -205,8 +209,7 @@ def operation_view(session: Session, op: Operation) -> OperationOut:
         evidence=_evidence(decision),
         receipt_url=receipt_url(session, op),
         review=review,
-        input=op.input or {},
-        metadata=op.metadata_,
+        **bodies,
     )
 
 

@@ -19,7 +19,10 @@ what is still pending after its grace).
 Answers (RFC 9457 problem+json for every refusal):
 
 - 200 the event is stored (or was already: ``"duplicate": true``) and committed;
-- 400 the signature does not hold, or the verified body is not an event (nothing is stored);
+- 400 the signature does not hold, or the verified body is not an event (nothing is stored),
+  or it is one no table can hold (a non-finite number, a NUL character or a lone surrogate
+  anywhere, nesting past ``MAX_JSON_DEPTH``: reason ``unstorable``, logged once): a 4xx, so the
+  provider does not retry what can never be stored;
 - 404 no such workspace, or no connection to that provider — the same answer for both;
 - 405 any other method;
 - 413 the body is larger than ``settings.webhook_max_body_bytes`` (reading stops at the cap);
@@ -64,6 +67,7 @@ from shared.core.skill import EventShape
 from shared.db.models import Connection
 from shared.db.session import IDLE_PING_AFTER_S
 from shared.intake import (
+    UNSTORABLE,
     Delivery,
     IntakeResult,
     MalformedEvent,
@@ -803,6 +807,14 @@ async def _answer_event(scope: Scope, receive: Receive, provider: str, workspace
         return _problem(400, "signature-refused", str(refused), reason=refused.reason)
     except MalformedEvent as malformed:
         _refused(provider, malformed.reason)
+        if malformed.reason == UNSTORABLE:
+            # Signed, so the provider sent it: refused with a 4xx it will not retry, once.
+            log.warning(
+                "webhook intake: refused a signed delivery to %s/%s that cannot be stored: %s",
+                provider,
+                workspace,
+                malformed,
+            )
         return _problem(400, "malformed-event", str(malformed), reason=malformed.reason)
     except (
         OperationalError,

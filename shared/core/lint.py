@@ -43,6 +43,7 @@ from pydantic import ValidationError
 
 from shared.core.contract import Contract, HttpVerifier, MatchRule, Operator
 from shared.core.paths import dot_segments, template_within
+from shared.core.patterns import PatternError, compile_pattern
 from shared.core.skill import SkillManifest
 
 __all__ = [
@@ -331,9 +332,13 @@ class _ContractLinter:
                 if spec.type != "string":
                     self.err(f"{where}.pattern", f"only strings have a pattern, not {spec.type}")
                 try:
-                    re.compile(spec.pattern)
-                except re.error as exc:
-                    self.err(f"{where}.pattern", f"not a valid regular expression: {exc}")
+                    compile_pattern(spec.pattern)
+                except PatternError as exc:
+                    self.err(
+                        f"{where}.pattern",
+                        f"RE2 cannot compile this pattern ({exc}); patterns match in linear "
+                        "time, so backreferences and lookaround are not available",
+                    )
 
     def _subject_and_correlation(self) -> None:
         ident = self.c.subject.identity

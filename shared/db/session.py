@@ -28,6 +28,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from shared.audit import commit
+from shared.datafiles import private_file
 
 __all__ = [
     "dispose_engines",
@@ -126,7 +127,7 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database
         if database and database != ":memory:" and not database.startswith("file:"):
-            Path(database).parent.mkdir(parents=True, exist_ok=True)
+            private_file(Path(database))  # 0600 in a 0700 directory (shared.datafiles)
         kwargs.setdefault("connect_args", {}).setdefault("check_same_thread", False)
         kwargs["connect_args"].setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
         engine = create_engine(url, **kwargs)

@@ -16,6 +16,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from shared.addresses import refused_host
 from shared.db.models import ApiKey, Connection, Workspace
 from shared.secrets import (
     api_key_display_prefix,
@@ -24,7 +25,7 @@ from shared.secrets import (
     hash_api_key,
     new_api_key,
 )
-from shared.settings import Settings
+from shared.settings import Settings, get_settings
 
 __all__ = [
     "SCOPES",
@@ -175,9 +176,14 @@ def set_connection(
     auth_header: str | None = None,
     rate_limit_per_second: float | None = None,
     settings: Settings | None = None,
+    allow_private_network: bool = False,
     now: datetime,
 ) -> Connection:
-    """Create or replace the workspace's connection to ``provider`` (secrets encrypted)."""
+    """Create or replace the workspace's connection to ``provider`` (secrets encrypted).
+
+    A base URL on a link-local or cloud metadata host is refused unless
+    ``allow_private_network`` (or ``PROVELY_ALLOW_PRIVATE_NETWORK``) says so
+    (``shared.addresses``)."""
     _workspace(session, workspace_id)
     if not webhook_secrets or any(not s for s in webhook_secrets):
         raise TenantError("at least one non-empty webhook secret is required")
@@ -192,6 +198,14 @@ def set_connection(
         raise TenantError(f"base URL {base_url!r} is not an http(s) URL")
     if not _URL_HOST.match(base_url):
         raise TenantError(f"base URL {base_url!r} names no host")
+    refused = refused_host(base_url)
+    allowed = allow_private_network or (settings or get_settings()).allow_private_network
+    if refused is not None and not allowed:
+        raise TenantError(
+            f"base URL {base_url!r} is refused: {refused}; readbacks would send the "
+            "connection's credential there. Pass --allow-private-network "
+            "(PROVELY_ALLOW_PRIVATE_NETWORK=true) if this is really the provider"
+        )
     if auth_header is not None and (
         not _HEADER_NAME.match(auth_header) or auth_header.lower() in _RESERVED_HEADERS
     ):

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from services.cli.scenarios import Agent, Sandbox, _open_workspace
+from services.cli.scenarios import Agent, Sandbox, open_workspace
 from services.cli.up import free_port, provely_argv
 from tests.e2e.launcher import DistributedSystem, running_system
 
@@ -76,7 +76,7 @@ def _verify(system: DistributedSystem, document: dict[str, Any], tmp: Path) -> s
 
 
 async def _play(system: DistributedSystem, tmp: Path) -> None:
-    workspace = await _open_workspace(system, _sandbox(system), "late failure")
+    workspace = await open_workspace(system, _sandbox(system), "late failure")
     agent = Agent("succeeded_then_failed", system.api_url, workspace, lambda *_: None)
     try:
         op_id, _charge, refund = await agent.refund_operation(outcome="succeeded_then_failed")

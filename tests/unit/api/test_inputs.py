@@ -64,3 +64,36 @@ def test_an_optional_declared_field_may_be_absent_but_not_mistyped() -> None:
     )
     assert fields(contract, {"charge": "ch_1", "amount": 1}) == []
     assert fields(contract, {"charge": "ch_1", "amount": 1, "currency": 3}) == ["input.currency"]
+
+
+def _with_currency_pattern(pattern: str) -> Contract:
+    return refund(
+        input={
+            "charge": {"type": "string"},
+            "amount": {"type": "integer"},
+            "currency": {"type": "string", "pattern": pattern},
+        }
+    )
+
+
+@pytest.mark.timeout(60)  # a backtracking engine would not finish this in any lifetime
+@pytest.mark.parametrize("pattern", [r"^(a+)+$", r"^(a|a)*$", r"^(a|aa)+$", r"^(.*a){20}$"])
+def test_a_hostile_pattern_is_matched_in_linear_time(pattern: str) -> None:
+    """Patterns run on RE2: against 1,000 characters that almost match, ``re`` backtracks
+    through 2^1000 ways; RE2 answers in one pass (timings: bench/hostile.py)."""
+    contract = _with_currency_pattern(pattern)
+    hostile = "a" * 1000 + "!"
+    for _ in range(100):
+        assert fields(contract, {"charge": "ch_1", "amount": 1, "currency": hostile}) == [
+            "input.currency"
+        ]
+    assert fields(contract, {"charge": "ch_1", "amount": 1, "currency": "a" * 1000}) == []
+
+
+def test_a_pattern_re2_cannot_compile_is_a_problem_of_the_field_not_an_error() -> None:
+    """A contract stored before lint refused backreferences: the input is refused with a
+    message that says why, never a server error."""
+    contract = _with_currency_pattern(r"^([a-z])\1$")
+    problems = check_input(contract, {"charge": "ch_1", "amount": 1, "currency": "aa"})
+    assert [p.field for p in problems] == ["input.currency"]
+    assert "does not compile with RE2" in problems[0].message

@@ -112,6 +112,18 @@ RULES: list[tuple[str, Mutation, str, str]] = [
         "only strings have a pattern",
     ),
     ("broken pattern", _input("currency", pattern="([a-z"), "input.currency.pattern", ""),
+    (
+        "backreference",
+        _input("currency", pattern=r"^([a-z])\1$"),
+        "input.currency.pattern",
+        "RE2 cannot compile this pattern",
+    ),
+    (
+        "lookahead",
+        _input("currency", pattern=r"^(?=[a-z]{3}$)"),
+        "input.currency.pattern",
+        "backreferences and lookaround are not available",
+    ),
     ("subject identity", _subject_expr, "subject.identity.expr", "must be an expression"),
     ("no correlation", _doc(correlation=[]), "correlation", "at least one correlation"),
     ("key expression", _correlation_key_expr, "correlation[0].keys[0].expr", "an expression"),

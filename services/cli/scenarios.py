@@ -592,9 +592,7 @@ async def _run_entitlement(system: System, sink: ProgressSink) -> Outcome:
                 error = await _replay_changes_nothing(agents, apps, charges, results)
             outcome.error = error
             if revokes.get("final"):
-                outcome.receipt_ok, outcome.receipt = await _verify_receipt(
-                    agents[0].api, revokes
-                )
+                outcome.receipt_ok, outcome.receipt = await _verify_receipt(agents[0].api, revokes)
                 if not outcome.receipt_ok and outcome.error is None:
                     outcome.error = f"receipt not verified: {outcome.receipt}"
             outcome.timeline = await _timeline(agents[0].api, revokes["id"])

@@ -15,7 +15,7 @@ port for the run (nothing consumes the messages, and no shared Redis database is
 
     .venv/bin/python bench/api.py [--duration 15] [--concurrency 16] [--workers 1] [--write]
 
-Prints a Markdown row; ``--write`` appends it to ``docs/benchmarks.md`` under "## API".
+Prints a Markdown row; ``--write`` adds it to the table of ``docs/benchmarks.md``'s "## API".
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from cryptography.fernet import Fernet
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.doc_rows import add_row  # noqa: E402
 from shared.db.migrate import upgrade  # noqa: E402
 from shared.db.session import make_engine, session_scope  # noqa: E402
 from shared.db.tenants import create_workspace  # noqa: E402
@@ -240,27 +241,7 @@ def main() -> None:
 
 
 def write(header: str, row: str) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if SECTION not in text:
-        intro = (
-            f"\n{SECTION}\n\n"
-            "`bench/api.py`: one round trip = create an operation, report the provider's "
-            "result (ACTION_ACCEPTED, OBSERVING, first observation scheduled in PostgreSQL, "
-            "observe message sent after commit), read it back. uvicorn on loopback in its own "
-            "process, PostgreSQL through psycopg 3, asyncio + httpx agents in a closed loop. "
-            "p50/p99 are per round trip (three requests).\n\n"
-            f"{header}\n"
-        )
-        text = text.rstrip("\n") + "\n" + intro
-    lines = text.splitlines()
-    start = lines.index(SECTION)
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    insert_at = end
-    while insert_at > start and not lines[insert_at - 1].startswith("|"):
-        insert_at -= 1
-    lines.insert(insert_at, row)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    add_row(SECTION, header, row)
 
 
 if __name__ == "__main__":

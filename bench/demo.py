@@ -5,7 +5,8 @@ Run: ``.venv/bin/python bench/demo.py [--runs 3] [--write]``
 Each run is a fresh ``provely demo --json`` process, exactly as a user starts it: the embedded
 system boots (migrations, four services), the sandbox starts, the scenarios play, everything
 stops. The figure is the wall time of the whole command; the per-scenario times come from the
-demo's own report. ``--write`` adds a row to the "## Demo" section of ``docs/benchmarks.md``.
+demo's own report. ``--write`` adds a row to the table of the "## Demo" section of
+``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -23,9 +24,16 @@ from statistics import median
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.doc_rows import add_row  # noqa: E402
+
 PROVELY = ROOT / ".venv" / "bin" / "provely"
-DOC = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Demo"
+HEADER = (
+    "| measured (UTC) | python | machine | runs | demo s | demo --all s | target |\n"
+    "|---|---|---|---|---|---|---|"
+)
 TARGET_S = 180.0
 
 
@@ -46,25 +54,7 @@ def run_once(*args: str) -> tuple[float, dict[str, Any]]:
 
 
 def write_row(row: str) -> None:
-    text = DOC.read_text("utf-8") if DOC.exists() else "# Benchmarks\n"
-    header = (
-        f"\n{SECTION}\n\n"
-        "`bench/demo.py`: wall time of `provely demo` (one refund proven end to end) and "
-        "`provely demo --all` (every scenario, concurrently), each a fresh process that boots "
-        "the embedded system (SQLite, embedded broker, four services), plays the agent and "
-        "stops everything. Median of the runs; the slowest scenario of `--all` in brackets. "
-        "The promise is under 3 minutes.\n\n"
-        "| measured (UTC) | python | machine | runs | demo s | demo --all s | target |\n"
-        "|---|---|---|---|---|---|---|\n"
-    )
-    if SECTION not in text:
-        text = text.rstrip("\n") + "\n" + header
-    head, _, tail = text.partition(SECTION)
-    lines = tail.split("\n")
-    # Insert after the last table row of the section.
-    last = max(i for i, line in enumerate(lines) if line.startswith("|"))
-    lines.insert(last + 1, row)
-    DOC.write_text(head + SECTION + "\n".join(lines), "utf-8")
+    add_row(SECTION, HEADER, row)
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ the observations the verdict service hands to ``decide``: VERIFIED, PENDING (no 
 still transitional, stale reading, no subject yet), CONTRADICTED (amount, charge, duplicate
 refund, canceled), FAILED, UNVERIFIABLE (channel outage). Webhook reductions are computed
 once beforehand (they are the observer's work, not the engine's). The best round is reported;
-``--write`` records the figure in ``docs/benchmarks.md`` under "## Engine".
+``--write`` adds the figure to the table of ``docs/benchmarks.md``'s "## Engine".
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.doc_rows import add_row  # noqa: E402
 from shared.core.contract import Contract  # noqa: E402
 from shared.core.engine import build_context, decide  # noqa: E402
 from shared.core.events import reduce_events  # noqa: E402
@@ -155,32 +156,17 @@ def measure(seconds: float, rounds: int) -> tuple[float, float, Counter[str]]:
     return best_cpu, best_wall, verdicts
 
 
-def write_section(rate: float, wall: float, verdicts: Counter[str]) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    mix = ", ".join(
-        f"{name} {count / sum(verdicts.values()):.0%}" for name, count in sorted(verdicts.items())
+def write_section(rate: float, wall: float) -> None:
+    header = (
+        "| measured (UTC) | python | machine | decisions/s (CPU) | decisions/s (wall) | target |\n"
+        "|---|---|---|---|---|---|"
     )
-    section = (
-        "## Engine\n\n"
-        "`bench/engine.py`: `decide()` for `stripe.refund.succeeded` in one process on one "
-        "core, best of the rounds, over 2,000 distinct operations with their readback and "
-        f"webhook reductions (verdict mix: {mix}). Decisions per CPU-second is the one-core "
-        "figure; the wall-clock figure also shows how busy the machine was.\n\n"
-        "| measured (UTC) | python | machine | decisions/s (CPU) | decisions/s (wall) "
-        "| target |\n"
-        "|---|---|---|---|---|---|\n"
+    row = (
         f"| {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} | {platform.python_version()} | "
         f"{platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} | "
-        f"{rate:,.0f} | {wall:,.0f} | ≥ {TARGET:,} |\n"
+        f"{rate:,.0f} | {wall:,.0f} | ≥ {TARGET:,} |"
     )
-    start = text.find("## Engine\n")
-    if start == -1:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + 1)
-        text = text[:start] + section + (text[end + 1 :] if end != -1 else "")
-    path.write_text(text, encoding="utf-8")
+    add_row("## Engine", header, row)
 
 
 def main() -> int:
@@ -199,7 +185,7 @@ def main() -> int:
         f"clock, load {os.getloadavg()[0]:.1f}); target {TARGET:,}; mix {dict(verdicts)}"
     )
     if args.write:
-        write_section(rate, wall, verdicts)
+        write_section(rate, wall)
     return 0 if rate >= TARGET else 1
 
 

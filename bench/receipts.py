@@ -11,7 +11,7 @@ Run: ``.venv/bin/python bench/receipts.py [--operations 300] [--write]``
    events, sign, insert. Operations are pre-written in their final state with their readings
    and events; p50/p99 are per receipt. The database is a fresh one, dropped afterwards.
 
-``--write`` appends the figures to ``docs/benchmarks.md`` under "## Receipts".
+``--write`` adds the figures to the table of ``docs/benchmarks.md``'s "## Receipts".
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.doc_rows import add_row  # noqa: E402
 from shared.core.receipt import receipt_document, signing_payload  # noqa: E402
 from shared.receipt_keys import (  # noqa: E402
     KeyRing,
@@ -148,33 +149,12 @@ def main() -> None:
         f"{per_s:,.0f}/s sequential, p50 {p50:.1f} ms, p99 {p99:.1f} ms"
     )
     if args.write:
-        path = ROOT / "docs" / "benchmarks.md"
-        text = path.read_text(encoding="utf-8")
         header = (
-            "\n## Receipts\n\n"
-            "`bench/receipts.py`: **sign** = build the body of a VERIFIED receipt (7 conditions, "
-            "4 pieces of evidence), canonical JSON, Ed25519 signature; **verify** = what "
-            "`provely receipts verify` does per document once the key list is loaded (strict "
-            "parse, canonical JSON, signature check) — both per CPU-second on one core. "
-            "**issue** = `issue_receipt` in its own transaction on PostgreSQL (contract, "
-            "evidence digests from the stored readings and events, signature, insert), one "
-            "after the other; p50/p99 per receipt. It is the cost a final state change adds.\n\n"
             "| measured (UTC) | python | machine | sign/s (CPU) | verify/s (CPU) | receipts "
             "issued | issued/s | p50 ms | p99 ms |\n"
-            "|---|---|---|---|---|---|---|---|---|\n"
+            "|---|---|---|---|---|---|---|---|---|"
         )
-        if "## Receipts" not in text:
-            text = text.rstrip("\n") + "\n" + header
-        lines = text.split("\n")
-        start = lines.index("## Receipts")
-        end = start
-        for i in range(start + 1, len(lines)):
-            if lines[i].startswith("## "):
-                break
-            if lines[i].startswith("|"):
-                end = i
-        lines.insert(end + 1, row)
-        path.write_text("\n".join(lines).rstrip("\n") + "\n", encoding="utf-8")
+        add_row("## Receipts", header, row)
 
 
 if __name__ == "__main__":

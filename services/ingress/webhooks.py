@@ -12,9 +12,9 @@ Deliveries that arrive while earlier ones are being written share one transactio
 commit, :class:`_Batcher`); each is answered only after that transaction commits.
 
 Correlating the stored events with operations and waking those is an observer's work
-(``services.observer.correlate``), after the answer: the provider waits only for the durable
-insert. The marker is in PostgreSQL, so a lost message loses nothing (the sweeper correlates
-what is still pending after its grace).
+(``shared.correlator``, run by its ``provely.correlate`` task), after the answer: the provider
+waits only for the durable insert. The marker is in PostgreSQL, so a lost message loses nothing
+(the sweeper correlates what is still pending after its grace).
 
 Answers (RFC 9457 problem+json for every refusal):
 

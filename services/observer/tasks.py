@@ -1,5 +1,6 @@
 """Celery tasks of the observer (queue ``observe``), thin adapters: ``provely.observe`` and
-``provely.observe_many`` over :mod:`.observe`, ``provely.correlate`` over :mod:`.correlate`."""
+``provely.observe_many`` over :mod:`.observe`, ``provely.correlate`` over
+:mod:`shared.correlator` (which the sweeper runs too)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from typing import Any
 
 from celery.signals import worker_process_init
 
-from services.observer.correlate import correlate_pending
 from services.observer.observe import default_observer, reset_default_observer
 from shared.celery_app import CORRELATE_TASK, OBSERVE_MANY_TASK, OBSERVE_TASK, app
+from shared.correlator import correlate_pending
 from shared.db.session import dispose_engines, get_engine
 from shared.warmup import preload, warm_up
 
@@ -32,7 +33,7 @@ def observe_many(pairs: list[list[Any]]) -> list[str]:
 
 @app.task(name=CORRELATE_TASK, ignore_result=True)
 def correlate() -> int:
-    """Correlate the stored webhook events that wait (``services.observer.correlate``)."""
+    """Correlate the stored webhook events that wait (``shared.correlator``)."""
     return correlate_pending(get_engine())
 
 

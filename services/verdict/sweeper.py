@@ -34,9 +34,9 @@ from sqlalchemy import Engine, and_, func, or_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import Select
 
-from services.observer.correlate import correlate_pending
 from services.verdict.evaluate import LostRace, Plan, dispatch, evaluate_in_session
 from shared.core.types import Decision, OperationState, Verdict
+from shared.correlator import correlate_pending
 from shared.db.models import Operation, Workspace
 from shared.db.session import get_engine, is_postgres, session_scope
 from shared.operations import change_state

@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from services.observer.correlate import correlate_pending
 from shared.core.events import reduce_events
 from shared.core.expressions import EvaluationContext
+from shared.correlator import correlate_pending
 from shared.db.models import Event, EventKey, Operation
 from shared.intake import correlate_pending_events, event_record
 from shared.registry import get_registry

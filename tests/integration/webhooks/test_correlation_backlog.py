@@ -19,8 +19,8 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from services.ingress.webhooks import correlation_requests
-from services.observer.correlate import correlate_pending
 from services.verdict.sweeper import Sweeper
+from shared.correlator import correlate_pending
 from shared.db.models import Event, EventBacklog
 from shared.intake import (
     IntakeResult,

@@ -11,7 +11,7 @@ from cryptography.fernet import Fernet
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from services.observer.correlate import correlate_pending
+from shared.correlator import correlate_pending
 from shared.settings import Settings
 
 from .conftest import (

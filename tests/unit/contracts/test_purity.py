@@ -1,4 +1,10 @@
-"""lint, render and the skill model belong to the pure core: no I/O, no clock, no environment."""
+"""lint, render and the skill model belong to the pure core: no I/O, no clock, no environment.
+
+Their imports are the import contract's (``core-pure`` and ``core-alone`` in pyproject.toml's
+``[tool.importlinter]``: no ``os``, ``pathlib``, ``yaml``, settings, registry or skills…). What
+an import contract cannot see is a call: this walk fails when one of them reads the clock, opens
+a file or draws an id with a builtin or an already imported name.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,6 @@ import pytest
 from tests.unit.contracts.helpers import REPO_ROOT
 
 MODULES = ["shared/core/lint.py", "shared/core/render.py", "shared/core/skill.py"]
-FORBIDDEN = {
-    "os", "sys", "io", "pathlib", "time", "uuid", "random", "logging", "yaml", "httpx",
-    "sqlalchemy", "celery", "fastapi", "redis", "subprocess", "socket", "shared.settings",
-    "shared.registry", "shared.skills",
-}  # fmt: skip
 FORBIDDEN_CALLS = {"now", "utcnow", "today", "open", "uuid4"}
 
 
@@ -21,16 +22,6 @@ FORBIDDEN_CALLS = {"now", "utcnow", "today", "open", "uuid4"}
 def test_module_is_pure(module: str) -> None:
     tree = ast.parse((REPO_ROOT / module).read_text(encoding="utf-8"))
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            names = [node.module or ""]
-        else:
-            names = []
-        for name in names:
-            root = name.split(".")[0]
-            assert name not in FORBIDDEN, f"{module} imports {name}"
-            assert root not in FORBIDDEN, f"{module} imports {name}"
         if isinstance(node, ast.Call):
             func = node.func
             called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")

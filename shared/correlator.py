@@ -1,15 +1,19 @@
-"""Correlation of stored webhook events, after the intake has answered the provider.
+"""The correlator: links stored webhook events with their operations, after the intake has
+answered the provider. One function, :func:`correlate_pending`, that the observer's
+``provely.correlate`` task and the sweeper both run; it lives here, not in either service, so
+that no service imports another.
 
 The intake (``services.ingress.webhooks``) only verifies, stores and commits; after a batch it
 commits, a ``provely.correlate`` message (queue ``correlate``) asks for its events (at most one
-each 100 ms under a stream of batches). A worker that takes the message runs
-:func:`correlate_pending`: it claims the events nobody has correlated yet (rows of
-``event_backlog``, ``FOR UPDATE SKIP LOCKED``), links them with the operations they name, wakes
-the open ones they strongly correlate with, commits, and only then sends the ``observe``
-messages of the wakes. Messages coalesce: one run takes every pending event, so a message that
-finds nothing left costs one indexed query. Wakes coalesce too: an operation whose due message
-no observer has begun to read keeps it (``shared.scheduling.wake_for_events``), so a burst of
-events for one operation costs one message per reading, not one per event.
+each 100 ms under a stream of batches). A worker that takes the message
+(``services.observer.tasks.correlate``) runs :func:`correlate_pending`: it claims the events
+nobody has correlated yet (rows of ``event_backlog``, ``FOR UPDATE SKIP LOCKED``), links them
+with the operations they name, wakes the open ones they strongly correlate with, commits, and
+only then sends the ``observe`` messages of the wakes. Messages coalesce: one run takes every
+pending event, so a message that finds nothing left costs one indexed query. Wakes coalesce too:
+an operation whose due message no observer has begun to read keeps it
+(``shared.scheduling.wake_for_events``), so a burst of events for one operation costs one
+message per reading, not one per event.
 
 Nothing is lost when a message is: the marker is in PostgreSQL, and the sweeper correlates
 events still pending after its grace (``services.verdict.sweeper``). An event that names a

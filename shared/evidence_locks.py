@@ -18,7 +18,10 @@ their locks in ascending order of lock id, so they cannot deadlock. SQLite needs
 every write transaction there begins ``IMMEDIATE`` and holds the database until it ends.
 
 The lock id is the first 8 bytes of sha256 over (workspace, provider, value), as a signed 64-bit
-integer; two values that share an id only make one side wait for the other.
+integer; two values that share an id only make one side wait for the other. A stored batch holds
+one lock per distinct key value of its events (at most a few per event, 64 events a batch) and a
+decision one per value its channels look up: far below the server's lock table
+(``max_locks_per_transaction`` × connections).
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@
   provider, key value, event types), indexed by value, so a stored event finds the operations
   it may contradict in one index probe per key it carries. Rows end with the watch.
 
+Operations verified before this revision get no watch (their key values come from their
+contracts, which a migration does not load): an event linked to one of them no longer schedules
+a recheck. Deploy this revision before the workers that watch.
+
 Revision ID: 0008
 Revises: 0007
 Create Date: 2026-12-01 20:00:00

@@ -21,7 +21,7 @@ The lock id is the first 8 bytes of sha256 over (workspace, provider, value), as
 integer; two values that share an id only make one side wait for the other. A stored batch holds
 one lock per distinct key value of its events (at most a few per event, 64 events a batch) and a
 decision one per value its channels look up: far below the server's lock table
-(``max_locks_per_transaction`` × connections).
+(``max_locks_per_transaction`` times the connections).
 """
 
 from __future__ import annotations

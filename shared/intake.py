@@ -1469,11 +1469,16 @@ def _recheck_watched(
     """Schedule a recheck of every watched VERIFIED operation the events name by a key they
     carry (``shared.watch``); the fences join the first result's wakes (dispatched with the
     others after commit)."""
-    named = rechecks_for_events(
-        session,
-        [(d.workspace_id, d.provider, d.event.type, d.event.keys.values()) for d, _ in pending],
-        now=now,
+    named = set(
+        rechecks_for_events(
+            session,
+            [(d.workspace_id, d.provider, d.event.type, d.event.keys.values()) for d, _ in pending],
+            now=now,
+        )
     )
+    # A link to a final operation names it too (an operation verified before the watch keys
+    # existed has a watch_until but no keys: migration 0008).
+    named.update(link.operation_id for _, r in pending for link in r.links if link.final)
     if named:
         pending[0][1].wakes.extend(request_rechecks(session, named, now=now))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -151,3 +151,40 @@ def test_event_keys_and_links_are_keyed_by_what_they_are_of_after_0007(empty_url
     numbered = "SELECT count(DISTINCT id), count(id) FROM "  # each row has an id of its own
     assert _rows(empty_url, numbered + "event_keys") == [(3, 3)]
     assert _rows(empty_url, numbered + "operation_events") == [(2, 2)]
+
+
+def test_operations_verified_before_0008_are_watched_for_three_days(empty_url: str) -> None:
+    """0008: a VERIFIED operation gets ``watch_until`` three days after its decision (an event
+    linked to it then rechecks it); other operations get none; observations may lose their
+    fence (a decision's own reading) and keep it on the way back."""
+    with written_at(empty_url, "0007") as conn:
+        insert_old_operation(conn, "op_v", "ws_a", fence=1, at=T0)
+        insert_old_operation(conn, "op_o", "ws_a", fence=1, at=T0)
+        conn.execute(
+            text("UPDATE operations SET state = 'VERIFIED', decided_at = :t WHERE id = 'op_v'"),
+            {"t": T0},
+        )
+    upgrade(empty_url)
+    engine = make_engine(empty_url)
+    try:
+        with engine.connect() as conn:
+            rows = dict(
+                conn.execute(text("SELECT id, watch_until FROM operations ORDER BY id")).all()
+            )
+    finally:
+        engine.dispose()
+    assert rows["op_o"] is None
+    until = rows["op_v"]
+    if isinstance(until, str):  # SQLite keeps the ISO text
+        until = datetime.fromisoformat(until)
+    assert until.replace(tzinfo=UTC) == T0 + timedelta(days=3)
+    command.downgrade(alembic_config(empty_url), "0007")
+    assert "watch_until" not in {c["name"] for c in inspect_columns(empty_url, "operations")}
+
+
+def inspect_columns(url: str, table: str) -> list[dict[str, object]]:
+    engine = make_engine(url)
+    try:
+        return list(inspect(engine).get_columns(table))
+    finally:
+        engine.dispose()

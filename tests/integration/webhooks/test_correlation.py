@@ -261,6 +261,39 @@ def test_late_event_of_a_watched_verified_operation_is_linked_and_rechecks_it(
     assert after.next_observation_at is not None
 
 
+def test_a_linked_event_rechecks_an_operation_verified_before_the_watch_keys(
+    client: TestClient, tenant: Tenant, pg_engine: Engine
+) -> None:
+    """Migration 0008 gives an operation verified before it a ``watch_until`` but no keys: an
+    event linked to it still rechecks it."""
+    from sqlalchemy import delete
+
+    from shared.db.models import WatchKey
+
+    op_id = add_operation(
+        pg_engine,
+        tenant,
+        state="VERIFIED",
+        final=True,
+        verdict="VERIFIED",
+        subject_id="re_L",
+        watched=True,
+    )
+    with pg_engine.begin() as conn:
+        conn.execute(delete(WatchKey).where(WatchKey.operation_id == op_id))
+    before = load_operation(pg_engine, op_id)
+    t = now_s()
+    deliver(
+        client,
+        tenant,
+        stripe_event(
+            "evt_legacy", "refund.updated", refund("re_L", status="failed", created=t), created=t
+        ),
+    )
+    after = load_operation(pg_engine, op_id)
+    assert (after.fence, after.state) == (before.fence + 1, "VERIFIED")
+
+
 def test_an_unlinked_event_on_the_same_charge_rechecks_a_watched_operation(
     client: TestClient, tenant: Tenant, pg_engine: Engine
 ) -> None:

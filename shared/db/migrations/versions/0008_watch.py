@@ -12,9 +12,9 @@
   provider, key value, event types), indexed by value, so a stored event finds the operations
   it may contradict in one index probe per key it carries. Rows end with the watch.
 
-Operations verified before this revision get no watch (their key values come from their
-contracts, which a migration does not load): an event linked to one of them no longer schedules
-a recheck. Deploy this revision before the workers that watch.
+Operations verified before this revision are watched for three days from their decision (the
+shipped contracts' longest event latency), by the events linked to them only: their key values
+come from their contracts, which a migration does not load, so they get no ``watch_keys``.
 
 Revision ID: 0008
 Revises: 0007
@@ -24,6 +24,7 @@ Create Date: 2026-12-01 20:00:00
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 import sqlalchemy as sa
 from alembic import op
@@ -51,6 +52,27 @@ def upgrade() -> None:
     )
     op.create_index("ix_watch_keys_lookup", "watch_keys", ["workspace_id", "provider", "value"])
     op.create_index("ix_watch_keys_until", "watch_keys", ["until"])
+    verified = sa.table(
+        "operations",
+        sa.column("id", sa.String),
+        sa.column("state", sa.String),
+        sa.column("decided_at", sa.DateTime(timezone=True)),
+        sa.column("watch_until", sa.DateTime(timezone=True)),
+    )
+    bind = op.get_bind()
+    rows = bind.execute(
+        sa.select(verified.c.id, verified.c.decided_at).where(
+            verified.c.state == "VERIFIED", verified.c.decided_at.is_not(None)
+        )
+    ).all()
+    update = (
+        verified.update()
+        .where(verified.c.id == sa.bindparam("op_id"))
+        .values(watch_until=sa.bindparam("until"))
+    )
+    for start in range(0, len(rows), 1000):  # by primary key, a thousand at a time
+        chunk = rows[start : start + 1000]
+        bind.execute(update, [{"op_id": i, "until": at + timedelta(days=3)} for i, at in chunk])
 
 
 def downgrade() -> None:

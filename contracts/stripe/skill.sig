@@ -1,5 +1,5 @@
 {
   "algorithm": "ed25519",
   "key_id": "e8d028e5219d62de",
-  "signature": "US6iiiBh/4zPmL7EpAvRseXbZXrgzlkM6R31OcvxjR/MVZxmc5xOp9soh4XRvZJ66lVkq89sBk3Y7qvaPkbgCA=="
+  "signature": "bx74KJ9Y1C6NQwe7TPPH0u4co92jBAXO+AZAMGF31GV1LZGIfgeYy45wAXQstbpvHuS4kmGR/l4O/F+iZ5eYDA=="
 }

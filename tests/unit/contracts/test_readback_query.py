@@ -99,7 +99,14 @@ def test_1_1_0_keeps_every_row_of_1_0_0(old: Any, new: Any) -> None:
     assert after.subject == before.subject
     assert after.input == before.input
     added = {n.id for n in after.negative} - {n.id for n in before.negative}
-    assert added == {"duplicate_refund_by_readback"}
+    assert added == {"duplicate_refund_by_readback", "other_refund_created"}
+    other = next(n for n in after.negative if n.id == "other_refund_created")
+    assert (other.class_, other.path, other.op.value, other.value) == (
+        "duplicate side effect",
+        "$observed.other_refund_created_events.count",
+        "gte",
+        1,
+    )
     duplicate = next(n for n in after.negative if n.id == "duplicate_refund_by_readback")
     assert (duplicate.class_, duplicate.path, duplicate.op.value, duplicate.value) == (
         "duplicate side effect",

@@ -15,10 +15,12 @@ from tests.unit.core.builders import (
     NOW,
     T0,
     created_events,
+    event,
     facts,
     load,
     readback,
     succeeded_event,
+    webhook,
 )
 
 V110 = "refund.succeeded.v1.1.0"
@@ -139,3 +141,29 @@ def test_the_agent_alone_never_confirms() -> None:
     forged = Contract.model_validate({**c.document(), "rejection": section})
     d = decide(forged, rejected(), [listing(0), created_events(0)], NOW)
     assert d.verdict is Verdict.PENDING
+
+
+def test_another_refunds_event_contradicts_even_without_our_own() -> None:
+    """1.1.0: a refund.created for the charge about another refund is a duplicate side effect
+    on its own; counting every refund.created on the charge needed this operation's own event
+    as well (late or lost, the second refund went unseen)."""
+    c = contract()
+    other = event("evt_other", "refund.created", id="re_2", status="pending")
+    observations = [
+        readback(),
+        succeeded_event(),
+        listing(1),
+        webhook("refund_created_events", [other], contract=c),
+        webhook("other_refund_created_events", [other], contract=c),
+    ]
+    d = decide(c, facts(), observations, NOW)
+    assert (d.verdict, d.reason) == (Verdict.CONTRADICTED, "other_refund_created")
+    own = event("evt_own", "refund.created", id="re_1", status="pending")
+    clean = [
+        readback(),
+        succeeded_event(),
+        listing(1),
+        webhook("refund_created_events", [own], contract=c),
+        webhook("other_refund_created_events", [own], contract=c),
+    ]
+    assert decide(c, facts(), clean, NOW).verdict is Verdict.VERIFIED

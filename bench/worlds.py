@@ -20,7 +20,8 @@ a charge of its own. Its randomness comes from ``random.Random(f"{seed}:{k}")`` 
   seen), or ``never``;
 - delivery faults of its sandbox: ``duplicate`` 1-5 copies, ``reversed`` / ``shuffled`` order (the
   world releases the held deliveries every 0.2-1.5 s), ``delay_ms`` 0-300, dropping every
-  ``refund.updated``;
+  ``refund.updated`` (and, with ``--drop-created``, every ``refund.created``, the agent's own
+  included: a draw made last, so the other draws of a world do not change with the flag);
 - a provider outage of 0-10 s starting 0-6 s after the agent's refund.
 
 Sandbox-wide faults are never shared: the harness runs ``--concurrency`` lanes, each a sandbox
@@ -44,14 +45,20 @@ time its request left and its answer came back; the receipts, superseded ones fe
   duplicate or a failed refund that ends VERIFIED, never superseded; or a VERIFIED whose charge
   listing (``charge_refunds`` in the receipt) was read more than 1 s after a second refund was
   created at the sandbox;
+- **other verdicts decided past a second refund**: a FAILED (or UNVERIFIABLE, EXPIRED)
+  receipt decided at or after a second refund's ``refund.created`` was acknowledged. The
+  negative conditions come before the verdict map, so the decision did not see that refund as
+  a duplicate, and a FAILED lets the agent refund again. (A FAILED decided before any
+  contradiction stays: only a VERIFIED is watched.);
 - **late contradictions**: contradicting evidence acknowledged after the VERIFIED was decided
   must show HUMAN_REVIEW ``late_contradiction`` through the API within 5 s of the
   acknowledgement. When the provider was down at some point of those 5 s the recheck cannot
   read; those are counted apart as *waited for the provider*, with their times. Their recheck is
   retried on the contract's backoff (5 s, 10 s, 20 s ... after each try that could not read), so
   a failure is one not superseded within 5 s of the first retry due after the provider answered
-  again; the count of those not superseded within 5 s of the outage's end (a stricter bound the
-  backoff does not promise) is printed beside it;
+  again (plus 2.5 s for the sweeper to send an overdue recheck); the count of those not
+  superseded within 5 s of the outage's end (a stricter bound the backoff does not promise) is
+  printed beside it;
 - **lost operations**: an operation that does not reach a final state its truth allows within
   ``LOST_BOUND_S`` (60 s) after the world's last action (the last fault, settlement,
   contradiction or outage end). Where the truth allows a non-final state it must be PENDING
@@ -68,7 +75,13 @@ time its request left and its answer came back; the receipts, superseded ones fe
 Usage (from the repository root)::
 
     .venv/bin/python bench/worlds.py [--worlds 1000] [--seed 1] [--concurrency 12]
-        [--world K] [--poll-ms 100] [--json] [--pg URL] [--redis URL]
+        [--world K ...] [--poll-ms 100] [--drop-created] [--timelines] [--records FILE]
+        [--json] [--pg URL] [--redis URL]
+
+``--world K`` (repeatable; alias ``--only-seed-of``) replays world K of ``--seed`` alone;
+``--timelines`` prints every world's timeline (its actions, each delivery's first 200, each
+receipt's ``decided_at``, the polls where what Provely said changed), not only the failing
+worlds'; ``--records`` writes every world as a JSON line.
 
 Progress goes to stderr every few seconds, the figures to stdout at the end; the exit status is
 non-zero when any failure count or harness error is. The system gets a database of its own on
@@ -122,6 +135,8 @@ SETTLE_S = 2.0  # the sandbox's settle_ms in the launcher (DEFAULT_SANDBOX_OPTIO
 RECHECK_BACKOFF_MS = (5000, 2, 60000)  # the 1.1.0 contract's poll_interval, factor, max
 OUTAGE_TRY_SLACK_S = 2.5  # the sweeper's grace and interval, before an overdue recheck is sent
 CONTRADICTING_STATUSES = ("failed", "canceled")
+DROP_CREATED = False  # --drop-created: also drop every refund.created in 15 % of the worlds
+SHOW_TIMELINES = False  # --timelines: keep every world's timeline, not only the failing ones
 FINAL_STATES = ("VERIFIED", "FAILED", "CONTRADICTED", "HUMAN_REVIEW", "UNVERIFIABLE", "EXPIRED")
 
 
@@ -156,6 +171,7 @@ class Plan:
     drop_updated: bool
     outage_at_s: float | None
     outage_s: float
+    drop_created: bool = False  # only with --drop-created
 
     @property
     def final_status(self) -> str | None:
@@ -180,6 +196,8 @@ class Plan:
             faults.append("delay")
         if self.drop_updated:
             faults.append("drop_updated")
+        if self.drop_created:
+            faults.append("drop_created")
         return {
             "outcome": self.outcome if self.report != "rejected_nothing" else "none",
             "report": self.report,
@@ -219,6 +237,7 @@ def draw_plan(seed: int, index: int) -> Plan:
     outage = rng.random() < 0.2
     outage_at_s = rng.uniform(0.0, 6.0) if outage else None
     outage_s = rng.uniform(0.0, 10.0) if outage else 0.0
+    drop_created = rng.random() < 0.15  # drawn last: the draws above stay what they were
     return Plan(
         index=index,
         seed=f"{seed}:{index}",
@@ -237,6 +256,7 @@ def draw_plan(seed: int, index: int) -> Plan:
         drop_updated=drop_updated,
         outage_at_s=outage_at_s,
         outage_s=outage_s,
+        drop_created=drop_created and DROP_CREATED,
     )
 
 
@@ -473,6 +493,7 @@ class Outcome:
     final_reason: str | None = None
     accepted: list[str] = field(default_factory=list)
     false_verified: list[str] = field(default_factory=list)
+    ignored_contradiction: str | None = None
     late: dict[str, Any] | None = None
     late_failure: str | None = None
     waited_for_provider: bool = False
@@ -489,6 +510,7 @@ class Outcome:
         return bool(
             self.harness_error
             or self.false_verified
+            or self.ignored_contradiction
             or self.late_failure
             or self.lost
             or self.wrong_retry
@@ -685,7 +707,8 @@ class Play:
                 "order": plan.order,
                 "shuffle_seed": plan.shuffle_seed,
                 "delay_ms": plan.delay_ms,
-                "drop_types": ["refund.updated"] if plan.drop_updated else [],
+                "drop_types": (["refund.updated"] if plan.drop_updated else [])
+                + (["refund.created"] if plan.drop_created else []),
             }
             await self._control("faults", faults)
             try:
@@ -720,7 +743,7 @@ class Play:
                 result.harness_error = (
                     f"judging: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
                 )
-        if result.failed:
+        if result.failed or SHOW_TIMELINES:
             result.timeline = self._timeline()
         result.duration_s = round(time.monotonic() - self.t0, 2)
         await self.world.close()
@@ -869,6 +892,10 @@ class Play:
             if not delivered.acks:
                 continue
             first = min(delivered.acks)
+            self.events.append(
+                f"{first - self.t0:7.3f} delivered: {delivered.type} {delivered.object_id} "
+                f"{delivered.status or ''} (200s: {len(delivered.acks)})"
+            )
             if delivered.type == "refund.created" and delivered.object_id != self.world.refund_id:
                 contradictions.append((first, f"delivered refund.created {delivered.object_id}"))
             elif (
@@ -882,6 +909,19 @@ class Play:
             self.events.append(f"{t - self.t0:7.3f} ack: {what}")
 
         receipts = await self._receipts()
+        for receipt in receipts:
+            decided_at = self._mono(str(receipt["decided_at"]))
+            counts = ", ".join(
+                f"{c['id']} observed {c.get('observed')}"
+                for c in receipt.get("conditions", [])
+                if isinstance(c, dict)
+                and c.get("id") in ("duplicate_refund_present", "duplicate_refund_by_readback")
+            )
+            self.events.append(
+                f"{decided_at - self.t0:7.3f} decided: receipt {receipt['id']} "
+                f"{receipt.get('verdict')} ({receipt.get('reason')}), "
+                f"supersedes {receipt.get('supersedes')}; {counts}"
+            )
         verified = [r for r in receipts if r.get("verdict") == "VERIFIED"]
         polls = self.watcher.polls
         last = polls[-1] if polls else None
@@ -889,7 +929,10 @@ class Play:
             raise HarnessError("no poll of the operation answered")
         result.final_state, result.final_reason = last.state, last.reason
         accepted, pending_ok = allowed(result.agent_status, duplicate, plan.drop_updated)
-        first_contradiction = contradictions[0][0] if contradictions else None
+        # A second refund made at the sandbox counts from its creation (its event may be dropped).
+        first_contradiction = min(
+            [t for t, _ in contradictions] + [t for t, _ in self.second_created], default=None
+        )
         failed_first = [
             r
             for r in receipts
@@ -927,6 +970,19 @@ class Play:
                         f"receipt {receipt['id']}: charge listed at {self._rel(read)} s, "
                         f"the second refund existed since {self._rel(made)} s"
                     )
+        # Any other final decision made after a second refund was acknowledged: the negative
+        # conditions come first, so a FAILED decided then did not count it (and allows a retry).
+        seconds = [(t, w) for t, w in contradictions if "refund.created" in w or "posted" in w]
+        for receipt in receipts:
+            if receipt.get("verdict") not in ("FAILED", "UNVERIFIABLE", "EXPIRED") or not seconds:
+                continue
+            decided = self._mono(str(receipt["decided_at"]))
+            if decided >= seconds[0][0]:
+                result.ignored_contradiction = (
+                    f"receipt {receipt['id']} {receipt.get('verdict')} ({receipt.get('reason')}) "
+                    f"decided at {self._rel(decided)} s, {seconds[0][1]} acknowledged at "
+                    f"{self._rel(seconds[0][0])} s"
+                )
         bad_truth = duplicate or result.agent_status in CONTRADICTING_STATUSES
         if (
             bad_truth
@@ -1091,6 +1147,7 @@ def summarize(
         "duration_s": round(duration_s, 1),
         "contract_versions": sorted({r.contract_version for r in results if r.contract_version}),
         "false_verified": sum(bool(r.false_verified) for r in results),
+        "ignored_contradiction": sum(bool(r.ignored_contradiction) for r in results),
         "late_contradictions": len(late),
         "late_not_superseded_within_5s": sum(
             bool(r.late_failure) for r in late if not r.waited_for_provider
@@ -1129,6 +1186,7 @@ def summarize(
         "notes": Counter(n.split(" (")[0] for r in results for n in r.notes).most_common(),
         "failures": {
             "false_verified": failures("false_verified"),
+            "ignored_contradiction": failures("ignored_contradiction"),
             "late_not_superseded": failures("late_failure"),
             "lost": failures("lost"),
             "wrong_retry": failures("wrong_retry"),
@@ -1144,6 +1202,7 @@ def summarize(
 
 FAILING = (
     "false_verified",
+    "ignored_contradiction",
     "late_not_superseded_within_5s",
     "waited_for_provider_failures",
     "lost_operations",
@@ -1169,6 +1228,10 @@ def print_summary(summary: dict[str, Any]) -> None:
         f"max {s['world_duration_s']['max']} s)"
     )
     print(f"false VERIFIED: {s['false_verified']}")
+    print(
+        "other final verdicts decided after a second refund was acknowledged: "
+        f"{s['ignored_contradiction']}"
+    )
     print(
         f"late contradictions: {s['late_contradictions']}; not superseded within 5 s: "
         f"{s['late_not_superseded_within_5s']}"
@@ -1275,6 +1338,14 @@ def main() -> None:
     )
     parser.add_argument("--poll-ms", type=int, default=100, help="how often each world polls")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument(
+        "--drop-created",
+        action="store_true",
+        help="also drop every refund.created (the agent's own included) in 15 %% of the worlds",
+    )
+    parser.add_argument(
+        "--timelines", action="store_true", help="print every world's timeline, not only failing"
+    )
     parser.add_argument("--records", type=Path, default=None, help="write every world (JSON lines)")
     parser.add_argument(
         "--pg",
@@ -1289,6 +1360,8 @@ def main() -> None:
         help="Redis server (an empty index is claimed, flushed at the end; never FLUSHALL)",
     )
     args = parser.parse_args()
+    global SHOW_TIMELINES, DROP_CREATED
+    SHOW_TIMELINES, DROP_CREATED = args.timelines, args.drop_created
     if args.worlds < 1 or args.concurrency < 1 or args.poll_ms < 10:
         raise SystemExit("--worlds and --concurrency must be >= 1, --poll-ms >= 10")
 
@@ -1306,6 +1379,12 @@ def main() -> None:
         print(json.dumps(summary, indent=2, default=str))
     else:
         print_summary(summary)
+        if args.timelines:
+            for r in results:
+                print(f"\nworld {r.index} seed {r.seed} op {r.op_id}: {r.classes}")
+                print(f"  truth {r.truth}, ends {r.final_state} ({r.final_reason}), {r.notes}")
+                for line in r.timeline:
+                    print(f"    {line}")
     sys.exit(1 if any(summary[name] for name in FAILING) else 0)
 
 

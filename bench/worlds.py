@@ -929,6 +929,11 @@ class Play:
             raise HarnessError("no poll of the operation answered")
         result.final_state, result.final_reason = last.state, last.reason
         accepted, pending_ok = allowed(result.agent_status, duplicate, plan.drop_updated)
+        if plan.report == "rejected_with_refund" and plan.drop_created:
+            # The agent said "rejected" and its refund's refund.created never came: nothing ties
+            # the refund to the operation (the listing carries no key), so it waits, PENDING and
+            # never a retry, for its deadline and a person.
+            pending_ok = True
         # A second refund made at the sandbox counts from its creation (its event may be dropped).
         first_contradiction = min(
             [t for t, _ in contradictions] + [t for t, _ in self.second_created], default=None

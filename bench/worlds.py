@@ -293,7 +293,9 @@ class Relay:
             self._client = httpx.AsyncClient(
                 base_url=self.ingress_url,
                 timeout=30.0,
-                limits=httpx.Limits(max_keepalive_connections=8, max_connections=32),
+                limits=httpx.Limits(
+                    max_keepalive_connections=8, max_connections=32, keepalive_expiry=1.0
+                ),
             )
             try:
                 yield

@@ -34,7 +34,9 @@ from services.cli.scenarios import Workspace
 
 __all__ = ["Poll", "Watcher", "World", "contradicting_refund_created", "signature_header"]
 
-FRESH = httpx.Limits(max_keepalive_connections=4, max_connections=8)
+FRESH = httpx.Limits(max_keepalive_connections=4, max_connections=8, keepalive_expiry=1.0)
+"""Idle connections are dropped after 1 s, well before the servers' keep-alive timeout (5 s):
+reusing one the server is closing at that moment fails the request ("Server disconnected")."""
 
 
 def signature_header(secret: str, body: bytes, *, t: int | None = None) -> str:

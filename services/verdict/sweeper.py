@@ -125,7 +125,7 @@ class Sweeper:
             .where(
                 or_(
                     and_(Operation.final.is_(False), Operation.state.in_(OBSERVABLE_STATES)),
-                    # A recheck of a VERIFIED operation (shared.receipts.request_recheck).
+                    # A recheck of a watched VERIFIED operation (shared.watch, shared.receipts).
                     Operation.state == OperationState.VERIFIED.value,
                 ),
                 Operation.next_observation_at.is_not(None),

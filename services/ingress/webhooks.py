@@ -523,11 +523,13 @@ class _CorrelationRequests:
             time.sleep(max(0.0, self._interval_s - (time.monotonic() - last)))
             with self._lock:
                 self._wanted.clear()
-            last = time.monotonic()
             try:
                 self._send()
             except Exception:
                 log.warning("webhook intake: correlate message not sent", exc_info=True)
+            # Counted from the end of the send: two sends are the interval apart wherever in
+            # them one looks (from its start, a slow send let the next begin sooner after it).
+            last = time.monotonic()
             with self._lock:
                 if not self._wanted.is_set():
                     self._idle.set()

@@ -146,7 +146,17 @@ def _serve_metrics(port: int | None, extra: Any = ()) -> None:
     try:
         start_metrics_server(port, addr=host, extra=extra)
     except OSError as exc:
-        raise _fail(f"cannot serve metrics on {host}:{port}: {exc.strerror}") from None
+        # A service's streams carry JSON lines only: said as a log line, not a bare sentence
+        # (a kept worker is started again and tries once more).
+        from shared.observability import get_logger
+
+        get_logger("provely.serve").error(
+            f"cannot serve metrics on {host}:{port}: {exc.strerror}",
+            host=host,
+            port=port,
+            error=exc.strerror,
+        )
+        raise typer.Exit(2) from None
 
 
 @group.command("ingress")

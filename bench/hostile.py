@@ -44,7 +44,7 @@ from shared.core.patterns import pattern_matches  # noqa: E402
 from shared.db.migrate import upgrade  # noqa: E402
 from shared.db.session import make_engine, session_scope  # noqa: E402
 from shared.db.tenants import create_workspace  # noqa: E402
-from shared.settings import Settings  # noqa: E402
+from shared.runtime.settings import Settings  # noqa: E402
 
 SECTION = "## Hostile input"
 HOSTILE = r"^(a+)+$"

@@ -180,8 +180,8 @@ def seed(url: str, fernet_key: str, operations: int) -> tuple[str, list[str]]:
     from shared.db.models import Operation
     from shared.db.session import make_engine
     from shared.db.tenants import create_workspace, new_id, set_connection
-    from shared.registry import get_registry
-    from shared.settings import Settings
+    from shared.runtime.settings import Settings
+    from shared.trust.registry import get_registry
 
     upgrade(url)
     settings = Settings(database_url=url, secret_key=fernet_key)
@@ -237,7 +237,7 @@ def seed(url: str, fernet_key: str, operations: int) -> tuple[str, list[str]]:
 def signed_bodies(path: Path, run: str, count: int, subjects: list[str], threads: int) -> None:
     """``count`` distinct signed refund.updated events, one per subject in turn, dealt to
     ``threads`` files (``<path>.0`` …), one for each wrk thread (see ``LUA``)."""
-    from shared.signatures import STRIPE
+    from shared.trust.signatures import STRIPE
 
     t = int(time.time())
     with contextlib.ExitStack() as files:

@@ -44,7 +44,7 @@ import psycopg  # noqa: E402
 import redis  # noqa: E402
 from kombu import Queue  # noqa: E402
 
-from shared.celery_app import app  # noqa: E402
+from shared.runtime.celery_app import app  # noqa: E402
 
 PG_ADMIN = os.environ.get("BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_BASE = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379")
@@ -247,7 +247,7 @@ def bare_round_trips(workers: Workers, client: Any, count: int) -> float:
 def _setup_tenant(engine: Any, provider_url: str, name: str) -> str:
     from shared.db.models import Connection, Workspace
     from shared.db.session import session_scope
-    from shared.secrets import encrypt, encrypt_webhook_secrets
+    from shared.trust.secrets import encrypt, encrypt_webhook_secrets
 
     now = datetime.now(UTC)
     ws = f"ws_{name}"
@@ -281,8 +281,8 @@ def _create_ops(
     from shared.core.contract import contract_hash
     from shared.db.models import Operation
     from shared.db.session import session_scope
-    from shared.operations import find_contract
-    from shared.scheduling import dispatch_observe, schedule_observation
+    from shared.lifecycle.operations import find_contract
+    from shared.lifecycle.scheduling import dispatch_observe, schedule_observation
 
     made: list[tuple[str, int]] = []
     with session_scope(engine) as session:
@@ -379,10 +379,10 @@ def main() -> None:
     }
     os.environ.update(values)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    from shared.celery_app import configure
     from shared.db.migrate import upgrade
     from shared.db.session import make_engine
-    from shared.settings import get_settings
+    from shared.runtime.celery_app import configure
+    from shared.runtime.settings import get_settings
 
     get_settings.cache_clear()
     configure(app, get_settings())
@@ -397,8 +397,8 @@ def main() -> None:
         results["bare_per_s"] = bare_round_trips(workers, client, args.ops)
         print(f"bare round trips: {results['bare_per_s']:.0f}/s", flush=True)
 
-        workers.start("observer", "observe", OBSERVERS, "shared.celery_app")
-        workers.start("verdict", "verdict", VERDICTS, "shared.celery_app")
+        workers.start("observer", "observe", OBSERVERS, "shared.runtime.celery_app")
+        workers.start("verdict", "verdict", VERDICTS, "shared.runtime.celery_app")
         workers.start_sweeper()
         spaces = [_setup_tenant(engine, provider.url, f"decide{w}") for w in range(args.workspaces)]
         share = args.ops // len(spaces)
@@ -418,8 +418,8 @@ def main() -> None:
         workers.stop_all()
         client.flushdb()
         provider.status = "pending"
-        workers.start("observer", "observe", OBSERVERS, "shared.celery_app")
-        workers.start("verdict", "verdict", VERDICTS, "shared.celery_app")
+        workers.start("observer", "observe", OBSERVERS, "shared.runtime.celery_app")
+        workers.start("verdict", "verdict", VERDICTS, "shared.runtime.celery_app")
         results["rss_idle"] = (workers.rss_mb("observer"), workers.rss_mb("verdict"))
         ws_open = _setup_tenant(engine, provider.url, "open")
         checkpoints = [1000, args.open]

@@ -38,7 +38,7 @@ def _errors() -> Iterator[None]:
     from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
     from shared.db.tenants import TenantError
-    from shared.secrets import SecretError
+    from shared.trust.secrets import SecretError
 
     try:
         yield
@@ -62,7 +62,7 @@ def _run(work: Callable[[Any, Any], T]) -> T:
     from datetime import UTC, datetime
 
     from shared.db.session import get_engine, session_scope
-    from shared.secrets import check_secret_key
+    from shared.trust.secrets import check_secret_key
 
     with _errors():
         check_secret_key()
@@ -173,7 +173,7 @@ def connection_set(
 ) -> None:
     """Create or replace a workspace's connection to a provider (secrets encrypted at rest)."""
     from shared.db.tenants import TenantError, set_connection
-    from shared.operations import provider_skill
+    from shared.lifecycle.operations import provider_skill
 
     skill = None if provider == "http" else provider_skill(provider)
     if provider == "http" and not base_url:

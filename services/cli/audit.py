@@ -1,6 +1,6 @@
 """CLI: ``provely audit verify`` — walk a workspace's hash-chained transitions.
 
-The chain (``shared.audit.verify_chain``) finds an edited, reordered or deleted row anywhere
+The chain (``shared.db.audit.verify_chain``) finds an edited, reordered or deleted row anywhere
 but at its end. Rows cut from the end leave a chain that still holds, so two checks follow:
 every operation of the workspace must have transitions, and its state must be where its last
 transition leads (this also catches an operation row edited by hand); and the chain must end at
@@ -40,7 +40,7 @@ _PROBLEMS = {
 def _verify_workspace(session: Any, workspace_id: str) -> dict[str, Any]:
     from sqlalchemy import func, select
 
-    from shared.audit import verify_chain
+    from shared.db.audit import verify_chain
     from shared.db.models import Transition, Workspace
 
     if session.get(Workspace, workspace_id) is None:
@@ -122,7 +122,7 @@ def _head_problem(session: Any, workspace_id: str) -> dict[str, Any] | None:
     """The workspace row keeps the head its chain was last moved to: the last row must be it."""
     from sqlalchemy import select
 
-    from shared.audit import GENESIS_HASH
+    from shared.db.audit import GENESIS_HASH
     from shared.db.models import Transition, Workspace
 
     head = session.execute(
@@ -195,7 +195,7 @@ def verify(
 
     from shared.db.models import Workspace
     from shared.db.session import make_engine, session_scope
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     if not workspace and not every:
         typer.echo("error: name a workspace with --workspace W (or --all)", err=True)

@@ -1,4 +1,5 @@
-"""CLI: ``provely config show|table`` — the ``PROVELY_*`` settings, from ``shared/settings.py``.
+"""CLI: ``provely config show|table`` — the ``PROVELY_*`` settings, from
+``shared/runtime/settings.py``.
 
 ``show`` prints the effective configuration of this environment (secrets redacted); ``table``
 prints the Markdown table of every setting that ``docs/operations.md`` embeds (``--update FILE``
@@ -50,7 +51,7 @@ def _type_text(annotation: Any) -> str:
 
 def settings_table() -> str:
     """One Markdown row per setting: variable, type, default, description."""
-    from shared.settings import Settings
+    from shared.runtime.settings import Settings
 
     prefix = str(Settings.model_config.get("env_prefix", ""))
     lines = ["| variable | type | default | what it does |", "| --- | --- | --- | --- |"]
@@ -113,7 +114,7 @@ def _redact(name: str, value: Any) -> Any:
 @group.command("show")
 def show() -> None:
     """Print the effective settings of this environment as JSON (secrets redacted)."""
-    from shared.settings import Settings
+    from shared.runtime.settings import Settings
 
     settings = Settings()  # a bad variable: ``provely``'s entry point names it, exit 2
     values = {

@@ -18,7 +18,7 @@ import typer
 
 if TYPE_CHECKING:
     from shared.core.lint import LintError
-    from shared.registry import RegisteredContract
+    from shared.trust.registry import RegisteredContract
 
 __all__ = ["register"]
 
@@ -52,7 +52,7 @@ def _files(paths: list[Path]) -> Iterator[Path]:
 
 def _parse(path: Path) -> tuple[Any, LintError | None]:
     from shared.core.lint import LintError
-    from shared.registry import parse_document
+    from shared.trust.registry import parse_document
 
     try:
         return parse_document(path), None
@@ -67,7 +67,7 @@ def _unsigned(path: Path, data: Any) -> str | None:
     """Why the skill at ``path`` is not signed yet (no sha256 recorded, no skill.sig), or None.
 
     Not a finding: a skill is written first and signed last (``provely skills sign``)."""
-    from shared.skills import SIGNATURE_FILE
+    from shared.trust.skills import SIGNATURE_FILE
 
     listed = data.get("contracts") if isinstance(data, dict) else None
     missing = [
@@ -128,7 +128,7 @@ def lint(
     from shared.core.lint import LintError, is_skill_manifest, validate_contract
 
     if not paths:
-        from shared.registry import SHIPPED_CONTRACTS_DIR
+        from shared.trust.registry import SHIPPED_CONTRACTS_DIR
 
         local = Path("contracts")
         paths = [local if local.is_dir() else SHIPPED_CONTRACTS_DIR]
@@ -186,7 +186,7 @@ def lint(
 
 
 def _registry_entry(contract_id: str, version: str | None) -> RegisteredContract:
-    from shared.registry import ContractNotFoundError, RegistryError, get_registry
+    from shared.trust.registry import ContractNotFoundError, RegistryError, get_registry
 
     try:
         return get_registry().entry(contract_id, version)
@@ -201,7 +201,7 @@ def _registry_entry(contract_id: str, version: str | None) -> RegisteredContract
 @group.command("list")
 def list_contracts() -> None:
     """List the loaded contracts: id, version, hash prefix, certification, file."""
-    from shared.registry import RegistryError, get_registry
+    from shared.trust.registry import RegistryError, get_registry
 
     try:
         registry = get_registry()

@@ -26,7 +26,7 @@ def upgrade(
     from sqlalchemy.exc import SQLAlchemyError
 
     from shared.db.migrate import upgrade as run_upgrade
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     target = url or get_settings().resolved_database_url()
     try:
@@ -49,7 +49,7 @@ def current(
     from sqlalchemy.exc import SQLAlchemyError
 
     from shared.db.migrate import current_revision, head_revision
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     target = url or get_settings().resolved_database_url()
     try:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from services.cli.scenarios import Outcome, Sandbox
     from services.cli.up import EmbeddedSystem
-    from shared.settings import Settings
+    from shared.runtime.settings import Settings
 
 __all__ = ["EmbeddedDemoSystem", "register"]
 
@@ -108,7 +108,7 @@ class EmbeddedDemoSystem:
         self._stack.close()
 
     def _settings(self) -> Settings:
-        from shared.settings import Settings
+        from shared.runtime.settings import Settings
 
         assert self._system is not None
         env = self._system.child_env()
@@ -138,7 +138,7 @@ class EmbeddedDemoSystem:
 
         from shared.db.session import get_engine, session_scope
         from shared.db.tenants import set_connection
-        from shared.operations import provider_skill
+        from shared.lifecycle.operations import provider_skill
 
         settings = self._settings()
         skill = provider_skill("stripe")

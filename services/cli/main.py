@@ -73,7 +73,7 @@ for module in (contracts, db, admin, sandbox, serve, receipts, audit, skills, de
 def main() -> None:
     from pydantic import ValidationError
 
-    from shared.settings import settings_problems
+    from shared.runtime.settings import settings_problems
 
     try:
         app()

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 
 if TYPE_CHECKING:
-    from shared.receipt_keys import KeyRing
-    from shared.receipts import VerificationResult
+    from shared.lifecycle.receipt_keys import KeyRing
+    from shared.lifecycle.receipts import VerificationResult
 
 __all__ = ["register"]
 
@@ -54,8 +54,8 @@ def _keys_from_database() -> KeyRing:
     from sqlalchemy.exc import SQLAlchemyError
 
     from shared.db.session import make_engine, session_scope
-    from shared.receipt_keys import keyring_from_rows, list_receipt_keys
-    from shared.settings import get_settings
+    from shared.lifecycle.receipt_keys import keyring_from_rows, list_receipt_keys
+    from shared.runtime.settings import get_settings
 
     url = get_settings().resolved_database_url()
     parsed = make_url(url)
@@ -77,7 +77,7 @@ def _keys_from_database() -> KeyRing:
 
 
 def _load_keyring(source: str | None) -> KeyRing:
-    from shared.receipt_keys import KeyRing, KeyRingError
+    from shared.lifecycle.receipt_keys import KeyRing, KeyRingError
 
     if source is None:
         return _keys_from_database()
@@ -121,7 +121,7 @@ def verify(
 ) -> None:
     """Check a receipt's signature offline: exit 0 valid, 1 tampered, 2 cannot check."""
     from shared.core.receipt import MalformedReceipt, parse_receipt_document
-    from shared.receipts import Verification, VerificationResult, verify_receipt_document
+    from shared.lifecycle.receipts import Verification, VerificationResult, verify_receipt_document
 
     try:
         data = _read_receipt(file)
@@ -163,7 +163,7 @@ def show(
 
     from shared.core.receipt import document_bytes
     from shared.db.models import Receipt
-    from shared.receipts import current_receipt, receipt_document_for
+    from shared.lifecycle.receipts import current_receipt, receipt_document_for
 
     try:
         with _database_session() as session:
@@ -198,7 +198,7 @@ def keys_command() -> None:
     """Print the public key list (the JSON of GET /v1/receipts/keys), for offline checks."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from shared.receipt_keys import keys_document, list_receipt_keys
+    from shared.lifecycle.receipt_keys import keys_document, list_receipt_keys
 
     try:
         with _database_session() as session:
@@ -215,7 +215,7 @@ def rotate_key() -> None:
 
     from sqlalchemy.exc import SQLAlchemyError
 
-    from shared.receipt_keys import ReceiptKeyError, rotate_receipt_key
+    from shared.lifecycle.receipt_keys import ReceiptKeyError, rotate_receipt_key
 
     try:
         with _database_session() as session:

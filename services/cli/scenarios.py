@@ -841,8 +841,8 @@ async def open_workspace(system: System, sandbox: Sandbox, name: str) -> Workspa
 async def _verify_receipt(api: httpx.AsyncClient, op: Mapping[str, Any]) -> tuple[bool, str]:
     """Check the operation's receipt offline with the served keys; it must also say what the
     operation resource says about claiming completion (one rule for every view)."""
-    from shared.receipt_keys import KeyRing, KeyRingError
-    from shared.receipts import Verification, verify_receipt_document
+    from shared.lifecycle.receipt_keys import KeyRing, KeyRingError
+    from shared.lifecycle.receipts import Verification, verify_receipt_document
 
     receipt = await api.get(f"/v1/operations/{op['id']}/receipt")
     if receipt.status_code != 200:
@@ -981,8 +981,8 @@ def write_short_timing_skill(directory: Path) -> dict[str, str]:
     deadline of seconds; returns the environment that makes a Provely process load it."""
     import yaml
 
-    from shared.registry import SHIPPED_CONTRACTS_DIR
-    from shared.skills import generate_private_key, public_key_pem, sign_skill
+    from shared.trust.registry import SHIPPED_CONTRACTS_DIR
+    from shared.trust.skills import generate_private_key, public_key_pem, sign_skill
 
     source_dir = SHIPPED_CONTRACTS_DIR / "stripe"
     skill_dir = directory / "contracts" / "stripe-demo"

@@ -74,8 +74,8 @@ def _use_multiprocess_metrics() -> None:
 
 
 def _setup_logging(*, http: bool = False) -> None:
-    from shared.observability import configure_logging
-    from shared.settings import get_settings
+    from shared.runtime.observability import configure_logging
+    from shared.runtime.settings import get_settings
 
     settings = get_settings()
     configure_logging(level=settings.log_level, json=settings.log_json)
@@ -112,11 +112,11 @@ def ingress_app() -> Any:
     collection otherwise walks all of it, and under load that held the event loop for 60 to 100 ms
     at a time (see docs/benchmarks.md, "Ingest")."""
     _setup_logging(http=True)
-    from shared.observability import install_celery_hooks
+    from shared.runtime.observability import install_celery_hooks
 
     install_celery_hooks()
     from services.ingress.app import create_app
-    from shared.registry import get_registry
+    from shared.trust.registry import get_registry
 
     app = create_app()
     get_registry()  # the contracts and skills every request reads
@@ -127,7 +127,7 @@ def ingress_app() -> Any:
 
 
 def _metrics_port(option: int | None, api_port: int | None = None) -> int | None:
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     port = option if option is not None else get_settings().metrics_port
     if port is not None and port == api_port:
@@ -139,8 +139,8 @@ def _serve_metrics(port: int | None, extra: Any = ()) -> None:
     """Start this process's metrics endpoint on ``PROVELY_METRICS_HOST:port`` (a thread)."""
     if port is None:
         return
-    from shared.observability import start_metrics_server
-    from shared.settings import get_settings
+    from shared.runtime.observability import start_metrics_server
+    from shared.runtime.settings import get_settings
 
     host = get_settings().metrics_host
     try:
@@ -148,7 +148,7 @@ def _serve_metrics(port: int | None, extra: Any = ()) -> None:
     except OSError as exc:
         # A service's streams carry JSON lines only: said as a log line, not a bare sentence
         # (a kept worker is started again and tries once more).
-        from shared.observability import get_logger
+        from shared.runtime.observability import get_logger
 
         get_logger("provely.serve").error(
             f"cannot serve metrics on {host}:{port}: {exc.strerror}",
@@ -176,7 +176,7 @@ def ingress(
     ),
 ) -> None:
     """The HTTP API and the webhook intake (uvicorn); metrics on --metrics-port."""
-    from shared.secrets import SecretError, check_secret_key
+    from shared.trust.secrets import SecretError, check_secret_key
 
     try:
         check_secret_key()  # production must set PROVELY_SECRET_KEY: say so before serving
@@ -191,7 +191,7 @@ def ingress(
     import uvicorn
 
     from services.ingress.server import uvicorn_options
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     uvicorn.run(
         "services.cli.serve:ingress_app",
@@ -228,7 +228,7 @@ def _run_worker(
         if max_tasks_per_child:
             args += ["--max-tasks-per-child", str(max_tasks_per_child)]
         raise typer.Exit(_keep_running(role, [*args, "--no-supervise"]))
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     settings = get_settings()
     port = _metrics_port(metrics_port)
@@ -238,8 +238,8 @@ def _run_worker(
 
     from celery import signals
 
-    from shared.celery_app import app as celery_app
-    from shared.observability import (
+    from shared.runtime.celery_app import app as celery_app
+    from shared.runtime.observability import (
         get_logger,
         install_celery_hooks,
         mark_process_dead,
@@ -336,7 +336,7 @@ def _keep_running(role: str, args: list[str]) -> int:
     _setup_logging()
     from services.cli.keeper import WorkerKeeper
     from services.cli.up import provely_argv
-    from shared.observability import get_logger
+    from shared.runtime.observability import get_logger
 
     keeper = WorkerKeeper(role=role, argv=provely_argv(*args), log=get_logger("provely.serve"))
     keeper.install_signal_handlers()
@@ -446,7 +446,7 @@ def ping(
 
     if role not in _PING_ROLES:
         raise _fail(f"ping takes {' or '.join(_PING_ROLES)} (got {role!r})")
-    from shared.celery_app import app as celery_app
+    from shared.runtime.celery_app import app as celery_app
 
     if not celery_app.conf.worker_enable_remote_control:
         raise _fail("the embedded broker has no remote control to ping a worker through")
@@ -476,12 +476,12 @@ def sweeper(
     import signal
     import threading
 
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     settings = get_settings()
     port = _metrics_port(metrics_port)
     _setup_logging()
-    from shared.observability import get_logger, install_celery_hooks
+    from shared.runtime.observability import get_logger, install_celery_hooks
 
     install_celery_hooks()
     _serve_metrics(port)
@@ -511,16 +511,13 @@ def metrics(
     import signal
     import threading
 
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     settings = get_settings()
     _setup_logging()
+    from shared.db.counts import operations_by_state
     from shared.db.session import get_engine
-    from shared.observability import (
-        OperationsByStateCollector,
-        get_logger,
-        operations_by_state,
-    )
+    from shared.runtime.observability import OperationsByStateCollector, get_logger
 
     engine = get_engine(settings.resolved_database_url())
     # Only the database's figures: this process's own counters say nothing of the system.

@@ -28,7 +28,7 @@ def keygen(
     ),
 ) -> None:
     """Create an Ed25519 publisher key pair."""
-    from shared.skills import (
+    from shared.trust.skills import (
         SkillError,
         generate_private_key,
         key_id,
@@ -59,7 +59,7 @@ def sign(
     key: Path = typer.Option(..., "--key", help="The publisher's private key (PEM)."),
 ) -> None:
     """Record each contract file's sha256 in the manifest and write skill.sig."""
-    from shared.skills import SIGNATURE_FILE, SkillError, load_private_key, sign_skill
+    from shared.trust.skills import SIGNATURE_FILE, SkillError, load_private_key, sign_skill
 
     try:
         check = sign_skill(directory, load_private_key(key))
@@ -85,9 +85,9 @@ def verify(
     ),
 ) -> None:
     """Check the manifest's signature and every listed file's sha256; exit 1 on any problem."""
-    from shared.registry import SHIPPED_KEYS_DIR
-    from shared.settings import get_settings
-    from shared.skills import SkillError, load_trusted_keys, verify_skill
+    from shared.runtime.settings import get_settings
+    from shared.trust.registry import SHIPPED_KEYS_DIR
+    from shared.trust.skills import SkillError, load_trusted_keys, verify_skill
 
     if key:
         paths = list(key)

@@ -322,10 +322,10 @@ class EmbeddedSystem:
         queues."""
         from sqlalchemy.exc import SQLAlchemyError
 
-        from shared.celery_app import prepare_embedded_broker
-        from shared.datafiles import private_dir
         from shared.db.migrate import upgrade
-        from shared.settings import Settings
+        from shared.runtime.celery_app import prepare_embedded_broker
+        from shared.runtime.datafiles import private_dir
+        from shared.runtime.settings import Settings
 
         env = self.child_env()
         private_dir(self.data_dir)
@@ -401,7 +401,7 @@ def up(
     ),
 ) -> None:
     """Run the whole system on this machine (SQLite, embedded broker); Ctrl-C stops it."""
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     directory = data_dir or get_settings().data_dir
     try:

@@ -7,8 +7,8 @@
    response.
 2. :class:`AccessLog`: binds ``request_id`` (and the path's ``operation_id``) to every log
    line written while the request runs — the Celery messages it sends carry the request id on
-   (``shared.observability.install_celery_hooks``) — and writes one ``http.request`` line when
-   it ends, with fields rather than a sentence: ``method``, ``path``, ``query`` (secrets
+   (``shared.runtime.observability.install_celery_hooks``) — and writes one ``http.request`` line
+   when it ends, with fields rather than a sentence: ``method``, ``path``, ``query`` (secrets
    redacted: :func:`redact_query`), ``status``, ``duration_ms``, ``client``.
 3. ``prometheus-fastapi-instrumentator``: ``provely_http_requests_total`` and
    ``provely_http_request_duration_seconds`` by route template (``/v1/operations/{operation_id}``,
@@ -28,7 +28,7 @@ from prometheus_fastapi_instrumentator import metrics
 from prometheus_fastapi_instrumentator.middleware import PrometheusInstrumentatorMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shared.observability import get_logger, operation_id_from_path
+from shared.runtime.observability import get_logger, operation_id_from_path
 
 __all__ = ["REQUEST_ID_HEADER", "AccessLog", "observed", "redact_query"]
 

@@ -2,7 +2,7 @@
 
 Each function works in the caller's transaction and returns what must happen after commit
 (the fence of an observation to dispatch). State changes go through
-``shared.operations.change_state`` only.
+``shared.lifecycle.operations.change_state`` only.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from sqlalchemy.orm.attributes import set_committed_value
 from services.ingress.inputs import check_input
 from services.ingress.problems import ApiError, FieldProblem
 from services.ingress.schemas import ActionReportIn, CreateOperationIn, ReviewIn
-from shared.audit import append_transition
 from shared.core.contract import Contract
 from shared.core.engine import build_context
 from shared.core.expressions import UNKNOWN, resolve
 from shared.core.retry import retry_guidance
 from shared.core.types import ACTION_REJECTED_PHASE, OperationState, Verdict
+from shared.db.audit import append_transition
 from shared.db.models import Operation, Workspace
 from shared.db.tenants import new_id
-from shared.intake import correlate_pending_events, lock_correlation
-from shared.operations import (
+from shared.intake.store import correlate_pending_events, lock_correlation
+from shared.lifecycle.operations import (
     ContractNotFound,
     ResolvedContract,
     change_state,
@@ -40,8 +40,8 @@ from shared.operations import (
     find_contract,
     provider_skill,
 )
-from shared.scheduling import schedule_observation, wake
-from shared.settings import Settings
+from shared.lifecycle.scheduling import schedule_observation, wake
+from shared.runtime.settings import Settings
 
 __all__ = [
     "AWAITING_ACTION",
@@ -87,7 +87,7 @@ def load_operation(
     )
     if for_update:
         # Before the row lock: a change that may teach the operation its keys must not
-        # interleave with a correlator of the workspace (shared.intake.lock_correlation).
+        # interleave with a correlator of the workspace (shared.intake.store.lock_correlation).
         lock_correlation(session, [workspace_id], shared=True)
         query = query.with_for_update()
     op = session.execute(query).scalar_one_or_none()

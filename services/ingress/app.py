@@ -34,7 +34,7 @@ from services.ingress.problems import (
     problem_response,
 )
 from services.ingress.schemas import Health
-from shared.settings import Settings, get_settings
+from shared.runtime.settings import Settings, get_settings
 
 __all__ = ["BodyLimit", "create_app"]
 
@@ -181,16 +181,16 @@ class IngressApp(FastAPI):
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The ingress application for ``settings`` (default: the process settings)."""
     from shared.db.session import get_engine
-    from shared.secrets import check_secret_key
+    from shared.trust.secrets import check_secret_key
 
     settings = settings or get_settings()
     check_secret_key(settings)  # fail fast: production must configure the key
     engine = get_engine(settings.resolved_database_url())
 
-    from shared import celery_app
+    from shared.runtime import celery_app
 
     celery_app.configure(celery_app.app, settings)
-    from shared.observability import install_celery_hooks
+    from shared.runtime.observability import install_celery_hooks
 
     install_celery_hooks()  # the messages a request sends carry its request id
 
@@ -270,7 +270,7 @@ def _check_database(request: Request) -> str:
 
 def _check_broker() -> str:
     try:
-        from shared.celery_app import app as celery
+        from shared.runtime.celery_app import app as celery
 
         with celery.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, interval_start=0, timeout=2)

@@ -10,7 +10,12 @@ from services.ingress.deps import Caller, app_engine, transaction
 from services.ingress.problems import ApiError, error_responses
 from services.ingress.schemas import ContractDetail, ContractList, ContractSummary
 from shared.core.render import render_page
-from shared.operations import ContractNotFound, ResolvedContract, find_contract, list_contracts
+from shared.lifecycle.operations import (
+    ContractNotFound,
+    ResolvedContract,
+    find_contract,
+    list_contracts,
+)
 
 __all__ = ["router"]
 

@@ -5,7 +5,7 @@ The body is the contract document, YAML or JSON as its ``Content-Type`` says. It
 lint`` — and, when clean, stored in ``custom_contracts`` for the caller's workspace only. Other
 workspaces never see it (``GET /v1/contracts`` lists shipped contracts and the caller's own) and
 cannot bind operations to it. An operation created on it keeps deciding with exactly the stored
-document (``shared.operations.contract_for`` checks the hash).
+document (``shared.lifecycle.operations.contract_for`` checks the hash).
 
 Answers:
 
@@ -54,7 +54,7 @@ from shared.core.contract import Contract, contract_hash
 from shared.core.lint import LintError, lint_readback_paths, validate_contract
 from shared.core.storable import unstorable
 from shared.db.models import CustomContract
-from shared.registry import RegistryError, get_registry
+from shared.trust.registry import RegistryError, get_registry
 
 __all__ = ["JSON_TYPES", "REQUEST_FILE", "YAML_TYPES", "LintProblem", "router"]
 

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from services.ingress.problems import ApiError
 from shared.db.session import session_scope
 from shared.db.tenants import Authenticated, authenticate
-from shared.settings import Settings
+from shared.runtime.settings import Settings
 
 __all__ = [
     "AdminCaller",

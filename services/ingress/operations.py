@@ -51,7 +51,7 @@ def _dispatch(operation_id: str, scheduled: Scheduled) -> None:
     """Send the observe message after commit; the stored schedule is the record."""
     if scheduled.fence is None:
         return
-    from shared.scheduling import dispatch_observe
+    from shared.lifecycle.scheduling import dispatch_observe
 
     dispatch_observe(operation_id, scheduled.fence, countdown_s=scheduled.countdown_s)
 

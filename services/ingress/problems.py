@@ -20,9 +20,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.core import IllegalTransition
 from shared.core.storable import Unstorable
-from shared.operations import ContractNotFound
-from shared.registry import RegistryError
-from shared.scheduling import ScheduleConflict
+from shared.lifecycle.operations import ContractNotFound
+from shared.lifecycle.scheduling import ScheduleConflict
+from shared.trust.registry import RegistryError
 
 __all__ = [
     "PROBLEM_JSON",

@@ -21,8 +21,13 @@ from services.ingress.deps import Caller, app_engine, app_settings, now, transac
 from services.ingress.operations import OperationId
 from services.ingress.problems import ApiError, error_responses
 from shared.db.models import Receipt
-from shared.receipt_keys import ReceiptKeyError, ensure_active_key, keys_document, list_receipt_keys
-from shared.receipts import current_receipt, receipt_document_for
+from shared.lifecycle.receipt_keys import (
+    ReceiptKeyError,
+    ensure_active_key,
+    keys_document,
+    list_receipt_keys,
+)
+from shared.lifecycle.receipts import current_receipt, receipt_document_for
 
 __all__ = ["router"]
 

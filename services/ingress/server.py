@@ -23,7 +23,7 @@ from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from shared.settings import Settings, get_settings
+from shared.runtime.settings import Settings, get_settings
 
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol

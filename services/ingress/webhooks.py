@@ -5,16 +5,16 @@ Served by :class:`WebhookIntake`, a pure ASGI handler in front of the ingress ap
 middlewares and routing (its OpenAPI entry is :func:`openapi_path_item`). The path reads like
 the house rule: read the raw body (bounded while reading) → load the workspace's connection →
 verify the signature on the exact bytes → parse by the skill's event shape → store once with its
-keys, marked not yet correlated (``shared.intake.store_many``) → commit → 200; a thread of the
+keys, marked not yet correlated (``shared.intake.store.store_many``) → commit → 200; a thread of the
 process then sends one ``provely.correlate`` message for all the batches committed meanwhile
 (at once after a quiet spell, at most one per ``MIN_SEND_INTERVAL_S`` under a stream).
 Deliveries that arrive while earlier ones are being written share one transaction (group
 commit, :class:`_Batcher`); each is answered only after that transaction commits.
 
 Correlating the stored events with operations and waking those is an observer's work
-(``shared.correlator``, run by its ``provely.correlate`` task), after the answer: the provider
-waits only for the durable insert. The marker is in PostgreSQL, so a lost message loses nothing
-(the sweeper correlates what is still pending after its grace).
+(``shared.intake.correlator``, run by its ``provely.correlate`` task), after the answer: the
+provider waits only for the durable insert. The marker is in PostgreSQL, so a lost message loses
+nothing (the sweeper correlates what is still pending after its grace).
 
 Answers (RFC 9457 problem+json for every refusal):
 
@@ -66,7 +66,7 @@ from services.ingress.problems import PROBLEM_JSON, problem_response
 from shared.core.skill import EventShape
 from shared.db.models import Connection
 from shared.db.session import IDLE_PING_AFTER_S
-from shared.intake import (
+from shared.intake.store import (
     UNSTORABLE,
     Delivery,
     IntakeResult,
@@ -77,9 +77,9 @@ from shared.intake import (
     store_many,
     store_many_async,
 )
-from shared.secrets import SecretError
-from shared.settings import Settings, get_settings
-from shared.signatures import SignatureError, SignatureScheme, UnknownSchemeError, scheme_for
+from shared.runtime.settings import Settings, get_settings
+from shared.trust.secrets import SecretError
+from shared.trust.signatures import SignatureError, SignatureScheme, UnknownSchemeError, scheme_for
 
 __all__ = [
     "EVENTS_PATH",
@@ -142,7 +142,7 @@ def _connection_secrets(stored: bytes, settings: Settings) -> tuple[str, ...]:
     found = _SECRETS_CACHE.get(key)
     if found is not None:
         return found
-    from shared.secrets import decrypt_webhook_secrets
+    from shared.trust.secrets import decrypt_webhook_secrets
 
     secrets = tuple(v for v in decrypt_webhook_secrets(ciphertext, settings=settings) if v)
     if len(_SECRETS_CACHE) >= _SECRETS_CACHE_SIZE:
@@ -468,7 +468,7 @@ MIN_SEND_INTERVAL_S = 0.1
 
 
 def _send_correlate() -> None:
-    from shared.celery_app import CORRELATE_TASK, send
+    from shared.runtime.celery_app import CORRELATE_TASK, send
 
     send(CORRELATE_TASK, [])
 
@@ -636,7 +636,7 @@ def _metric(name: str, *labels: str) -> None:
     key = (name, *labels)
     child = _METRICS.get(key)
     if child is None:
-        from shared import observability
+        from shared.runtime import observability
 
         child = _METRICS[key] = getattr(observability, name).labels(*labels)
     child.inc()
@@ -651,7 +651,7 @@ def _provider_label(provider: str) -> str:
     without bound."""
     known = _KNOWN_PROVIDERS.get(provider)
     if known is None:
-        from shared.registry import RegistryError, get_registry
+        from shared.trust.registry import RegistryError, get_registry
 
         try:
             known = provider == "http" or get_registry().skill(provider) is not None

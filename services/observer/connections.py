@@ -1,7 +1,7 @@
 """Where a readback goes: the workspace's connection to the provider, never the contract.
 
 The connection row holds the base URL, the encrypted API key (decrypted here with
-``shared.secrets``, kept only in memory for the request), how the key is presented and an
+``shared.trust.secrets``, kept only in memory for the request), how the key is presented and an
 optional rate limit; the skill manifest gives the provider's default rate limit.
 """
 
@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from services.observer.http_verifier import HttpTarget
 from shared.db.models import Connection
-from shared.settings import Settings
+from shared.runtime.settings import Settings
 
 __all__ = ["ConnectionMissing", "Readback", "auth_headers", "readback_for", "readback_of"]
 
@@ -54,7 +54,7 @@ def auth_headers(scheme: str, api_key: str | None, header: str | None = None) ->
 
 
 def _skill_rate(provider: str) -> float | None:
-    from shared.operations import provider_skill
+    from shared.lifecycle.operations import provider_skill
 
     try:
         skill = provider_skill(provider)
@@ -69,7 +69,7 @@ def _skill_rate(provider: str) -> float | None:
 def _api_key(connection: Connection, settings: Settings) -> str | None:
     if connection.api_key_enc is None:
         return None
-    from shared.secrets import decrypt
+    from shared.trust.secrets import decrypt
 
     return decrypt(connection.api_key_enc, settings=settings).decode("utf-8")
 

@@ -36,7 +36,7 @@ import httpx
 from shared.core.contract import canonical_json
 from shared.core.paths import dot_segments
 from shared.core.types import ObservationStatus
-from shared.readings import Reading, digest_of
+from shared.evidence.readings import Reading, digest_of
 
 __all__ = ["HttpTarget", "build_url", "read_http", "read_http_list"]
 

@@ -12,8 +12,8 @@ observations → enqueue ``evaluate``. The task is fenced and idempotent:
 - a readback that the provider's rate limit holds back waits for its token; a wait longer than
   ``MAX_INLINE_WAIT_S`` re-sends the same message for when the token is due instead.
 
-The claim (``operations.reading_fence``, :func:`shared.scheduling.claim_reading`) is committed
-before the first readback: a correlation that kept this message for the events it linked
+The claim (``operations.reading_fence``, :func:`shared.lifecycle.scheduling.claim_reading`) is
+committed before the first readback: a correlation that kept this message for the events it linked
 (instead of waking the operation again) holds the row until it commits, so the readbacks come
 after those events. Readbacks run outside any database transaction; webhook channels are
 reduced inside the transaction that stores the observations, so events that arrived during the
@@ -39,21 +39,21 @@ from sqlalchemy.orm import Session
 
 from services.observer.connections import Readback, readback_of
 from services.observer.http_verifier import read_http, read_http_list
-from shared.contract_cache import cached_contract_for
 from shared.core.contract import Channel, Contract
 from shared.core.engine import build_context
 from shared.core.expressions import EvaluationContext, fill_path_template, fill_query
 from shared.core.types import ObservationStatus, OperationState
 from shared.db.models import Connection, Observation, Operation
 from shared.db.session import get_engine, read_connection, session_scope
-from shared.observability import bind_operation
-from shared.operations import change_state, facts_for
-from shared.ratelimit import RateLimiter, bucket_for
-from shared.readings import Reading
-from shared.receipts import needs_recheck
-from shared.scheduling import OBSERVABLE_STATES, OBSERVE_LEAD_S, claim_reading
-from shared.settings import Settings, get_settings
-from shared.webhook_reading import read_webhook
+from shared.evidence.readings import Reading
+from shared.evidence.webhooks import read_webhook
+from shared.lifecycle.contract_cache import cached_contract_for
+from shared.lifecycle.operations import change_state, facts_for
+from shared.lifecycle.receipts import needs_recheck
+from shared.lifecycle.scheduling import OBSERVABLE_STATES, OBSERVE_LEAD_S, claim_reading
+from shared.runtime.observability import bind_operation
+from shared.runtime.ratelimit import RateLimiter, bucket_for
+from shared.runtime.settings import Settings, get_settings
 
 __all__ = ["MAX_INLINE_WAIT_S", "ObserveOutcome", "Observer", "default_observer"]
 
@@ -204,13 +204,13 @@ def _utcnow() -> datetime:
 
 
 def _send_evaluate(operation_id: str) -> None:
-    from shared.celery_app import EVALUATE_TASK, send
+    from shared.runtime.celery_app import EVALUATE_TASK, send
 
     send(EVALUATE_TASK, [operation_id])
 
 
 def _resend_observe(operation_id: str, fence: int, countdown_s: float) -> None:
-    from shared.celery_app import OBSERVE_TASK, send
+    from shared.runtime.celery_app import OBSERVE_TASK, send
 
     send(OBSERVE_TASK, [operation_id, fence], countdown_s=countdown_s)
 
@@ -299,7 +299,7 @@ class Observer:
     def _reading_threads(self) -> ThreadPoolExecutor:
         """The threads of :meth:`observe_many`, made on first use and kept (making 16 threads
         for each message cost ~1.1 ms of CPU, against ~0.2 ms for kept ones)."""
-        from shared.celery_app import WAKES_PER_MESSAGE
+        from shared.runtime.celery_app import WAKES_PER_MESSAGE
 
         with self._readers_lock:
             if self._readers is None:
@@ -477,7 +477,7 @@ def _row(op: Operation, fence: int, reading: Reading) -> dict[str, Any]:
 
 def _record_metrics(readings: list[Reading], *, contract_channels: dict[str, str]) -> None:
     try:
-        from shared.observability import OBSERVATION_LATENCY
+        from shared.runtime.observability import OBSERVATION_LATENCY
     except Exception:  # metrics are optional
         return
     for reading in readings:

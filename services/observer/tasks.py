@@ -1,6 +1,6 @@
 """Celery tasks of the observer (queue ``observe``), thin adapters: ``provely.observe`` and
 ``provely.observe_many`` over :mod:`.observe`, ``provely.correlate`` over
-:mod:`shared.correlator` (which the sweeper runs too)."""
+:mod:`shared.intake.correlator` (which the sweeper runs too)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 from celery.signals import worker_process_init
 
 from services.observer.observe import default_observer, reset_default_observer
-from shared.celery_app import CORRELATE_TASK, OBSERVE_MANY_TASK, OBSERVE_TASK, app
-from shared.correlator import correlate_pending
 from shared.db.session import dispose_engines, get_engine
-from shared.warmup import preload, warm_up
+from shared.intake.correlator import correlate_pending
+from shared.lifecycle.warmup import preload, warm_up
+from shared.runtime.celery_app import CORRELATE_TASK, OBSERVE_MANY_TASK, OBSERVE_TASK, app
 
 __all__ = ["correlate", "observe", "observe_many"]
 
@@ -33,7 +33,7 @@ def observe_many(pairs: list[list[Any]]) -> list[str]:
 
 @app.task(name=CORRELATE_TASK, ignore_result=True)
 def correlate() -> int:
-    """Correlate the stored webhook events that wait (``shared.correlator``)."""
+    """Correlate the stored webhook events that wait (``shared.intake.correlator``)."""
     return correlate_pending(get_engine())
 
 

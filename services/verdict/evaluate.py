@@ -31,7 +31,6 @@ from typing import Any
 from sqlalchemy import Engine, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from shared.contract_cache import cached_contract_for
 from shared.core.contract import Contract, Timing
 from shared.core.engine import build_context, deadline_of, decide, state_after
 from shared.core.expressions import EvaluationContext
@@ -46,13 +45,14 @@ from shared.core.types import (
 from shared.db.models import Observation as ObservationRow
 from shared.db.models import Operation
 from shared.db.session import session_scope
-from shared.decision_view import refresh_webhook_readings
-from shared.operations import change_state, facts_for
-from shared.receipts import needs_recheck, recheck_verified
-from shared.scheduling import ScheduleConflict, schedule_observation
-from shared.settings import Settings
-from shared.watch import start_watch, watch_until
-from shared.webhook_reading import evidence_keys
+from shared.evidence.view import refresh_webhook_readings
+from shared.evidence.webhooks import evidence_keys
+from shared.lifecycle.contract_cache import cached_contract_for
+from shared.lifecycle.operations import change_state, facts_for
+from shared.lifecycle.receipts import needs_recheck, recheck_verified
+from shared.lifecycle.scheduling import ScheduleConflict, schedule_observation
+from shared.lifecycle.watch import start_watch, watch_until
+from shared.runtime.settings import Settings
 
 __all__ = [
     "EvaluateOutcome",
@@ -189,7 +189,7 @@ def evaluate_in_session(
     facts = facts_for(op)
     deadline = deadline_of(contract, facts)
     context = build_context(contract, facts)
-    # The evidence locks first, before any row lock of this transaction (shared.evidence_locks).
+    # The evidence locks first, before any row lock of this transaction (shared.evidence.locks).
     latest = _decision_rows(session, op, contract, context, now)
     _start_observing(session, op, now)
     decision = decide(contract, facts, [_obs(row) for row in latest], now)
@@ -242,7 +242,7 @@ def _decision_rows(
     session: Session, op: Operation, contract: Contract, context: EvaluationContext, now: datetime
 ) -> list[Any]:
     """The latest readings a decision is made on, its webhook channels reduced now over the
-    events stored now, under the evidence locks (``shared.decision_view``)."""
+    events stored now, under the evidence locks (``shared.evidence.view``)."""
     latest = _latest_rows(session, op.id)
     if refresh_webhook_readings(session, op, contract, context, latest, clock=lambda: now):
         latest = _latest_rows(session, op.id)
@@ -260,7 +260,7 @@ def _schedule_next(
     settings: Settings,
     draw: Callable[[], float],
 ) -> Plan:
-    from shared.celery_app import MAX_COUNTDOWN_S
+    from shared.runtime.celery_app import MAX_COUNTDOWN_S
 
     until_deadline = (deadline - now).total_seconds()
     evaluate_at = until_deadline if 0 < until_deadline <= MAX_COUNTDOWN_S else None
@@ -298,7 +298,7 @@ def _schedule_next(
 
 def _record_verdict(decision: Decision) -> None:
     try:
-        from shared.observability import record_verdict
+        from shared.runtime.observability import record_verdict
     except Exception:  # metrics are optional
         return
     record_verdict(decision.verdict.value, decision.reason)
@@ -306,8 +306,8 @@ def _record_verdict(decision: Decision) -> None:
 
 def dispatch(operation_id: str, plan: Plan) -> None:
     """Send the messages a committed plan asks for (failures are left to the sweeper)."""
-    from shared.celery_app import EVALUATE_TASK, send
-    from shared.scheduling import dispatch_observe
+    from shared.lifecycle.scheduling import dispatch_observe
+    from shared.runtime.celery_app import EVALUATE_TASK, send
 
     if plan.observe_fence is not None:
         dispatch_observe(operation_id, plan.observe_fence, countdown_s=plan.observe_countdown_s)

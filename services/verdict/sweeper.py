@@ -36,13 +36,13 @@ from sqlalchemy.sql import Select
 
 from services.verdict.evaluate import LostRace, Plan, dispatch, evaluate_in_session
 from shared.core.types import Decision, OperationState, Verdict
-from shared.correlator import correlate_pending
 from shared.db.models import Operation, Workspace
 from shared.db.session import get_engine, is_postgres, session_scope
-from shared.operations import change_state
-from shared.scheduling import OBSERVABLE_STATES, dispatch_observe
-from shared.settings import Settings, get_settings
-from shared.watch import end_expired_watches
+from shared.intake.correlator import correlate_pending
+from shared.lifecycle.operations import change_state
+from shared.lifecycle.scheduling import OBSERVABLE_STATES, dispatch_observe
+from shared.lifecycle.watch import end_expired_watches
+from shared.runtime.settings import Settings, get_settings
 
 __all__ = ["ACTION_NOT_REPORTED", "SweepReport", "Sweeper", "run_forever", "sweep_once"]
 
@@ -107,13 +107,14 @@ class Sweeper:
         return report
 
     def _end_watches(self, report: SweepReport) -> None:
-        """Watches that ended leave the index (``shared.watch``): those verdicts are settled."""
+        """Watches that ended leave the index (``shared.lifecycle.watch``): those verdicts are
+        settled."""
         with session_scope(self.engine) as session:
             report.watches_ended = end_expired_watches(session, now=self.clock())
 
     # 1 + 2 ------------------------------------------------------------------------------
     def _resend(self, report: SweepReport) -> None:
-        from shared.celery_app import MAX_COUNTDOWN_S
+        from shared.runtime.celery_app import MAX_COUNTDOWN_S
 
         now = self.clock()
         cutoff = now - timedelta(seconds=self.settings.sweeper_grace_seconds)
@@ -125,7 +126,8 @@ class Sweeper:
             .where(
                 or_(
                     and_(Operation.final.is_(False), Operation.state.in_(OBSERVABLE_STATES)),
-                    # A recheck of a watched VERIFIED operation (shared.watch, shared.receipts).
+                    # A recheck of a watched VERIFIED operation (shared.lifecycle.watch,
+                    # shared.lifecycle.receipts).
                     Operation.state == OperationState.VERIFIED.value,
                 ),
                 Operation.next_observation_at.is_not(None),

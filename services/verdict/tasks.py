@@ -5,10 +5,10 @@ from __future__ import annotations
 from celery.signals import worker_process_init
 
 from services.verdict.evaluate import evaluate_operation
-from shared.celery_app import EVALUATE_TASK, app
 from shared.db.session import dispose_engines, get_engine
-from shared.settings import get_settings
-from shared.warmup import preload, warm_up
+from shared.lifecycle.warmup import preload, warm_up
+from shared.runtime.celery_app import EVALUATE_TASK, app
+from shared.runtime.settings import get_settings
 
 __all__ = ["evaluate"]
 

@@ -6,7 +6,7 @@ where an event keeps its id, type, timestamp, api version and object, which acti
 definite rejections, which provider paths its contracts may read (``readback.paths``), and the
 contract files it ships with the sha256 of each file's bytes.
 
-The signature (see ``shared.skills``) covers :func:`manifest_signing_payload`, so changing a
+The signature (see ``shared.trust.skills``) covers :func:`manifest_signing_payload`, so changing a
 listed contract by one byte, or the manifest itself, breaks it. Pure: no I/O here.
 """
 

@@ -1,1 +1,16 @@
-"""Persistence: SQLAlchemy models, sessions and Alembic migrations."""
+"""The record: SQLAlchemy models, engines and transactions, tenants, the audit chain and the
+Alembic migrations.
+
+Modules:
+
+- ``models``     every table (PostgreSQL in production, SQLite embedded)
+- ``session``    engines, ``session_scope`` (one transaction: commit or roll back), pools
+- ``audit``      the hash-chained ``transitions`` rows, appended when a transaction commits
+- ``sql``        statement pieces that run better on PostgreSQL and read the same elsewhere
+- ``tenants``    workspaces, API keys and connections (secrets encrypted by ``shared.trust``)
+- ``counts``     database-wide figures for the metrics gauges
+- ``migrate``    running the migrations in ``migrations/``
+
+May import: ``shared.trust``, ``shared.runtime``, ``shared.core`` and libraries. Repositories
+here never commit on their own: the caller's ``session_scope`` does.
+"""

@@ -52,7 +52,7 @@ def head_revision() -> str | None:
 def current_revision(url: str | None = None) -> str | None:
     """The revision the database at ``url`` is at (None when it was never migrated)."""
     from shared.db.session import make_engine
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     engine = make_engine(url or get_settings().resolved_database_url())
     try:

@@ -104,7 +104,7 @@ class Workspace(Base):
     name: Mapped[str] = mapped_column(String(200))
     action_window_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
-    # The head of the workspace's audit chain (shared.audit): the last transition's seq, hash
+    # The head of the workspace's audit chain (shared.db.audit): the last transition's seq, hash
     # and prev_hash, moved forward by the statement that appends the next one.
     chain_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     chain_hash: Mapped[str] = mapped_column(

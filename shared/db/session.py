@@ -27,8 +27,8 @@ from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from shared.audit import commit
-from shared.datafiles import private_file
+from shared.db.audit import commit
+from shared.runtime.datafiles import private_file
 
 __all__ = [
     "dispose_engines",
@@ -127,7 +127,7 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database
         if database and database != ":memory:" and not database.startswith("file:"):
-            private_file(Path(database))  # 0600 in a 0700 directory (shared.datafiles)
+            private_file(Path(database))  # 0600 in a 0700 directory (shared.runtime.datafiles)
         kwargs.setdefault("connect_args", {}).setdefault("check_same_thread", False)
         kwargs["connect_args"].setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
         engine = create_engine(url, **kwargs)
@@ -146,7 +146,7 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 def get_engine(url: str | None = None) -> Engine:
     """The process-wide engine for ``url`` (default: the settings' database), created once."""
     if url is None:
-        from shared.settings import get_settings
+        from shared.runtime.settings import get_settings
 
         url = get_settings().resolved_database_url()
     key = _normalise_url(url)

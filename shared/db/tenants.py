@@ -2,7 +2,7 @@
 
 Used by the admin CLI, the API's authentication and the tests. Functions work in the caller's
 transaction and never commit. Plain API keys and connection secrets never reach a table: keys
-are stored as sha256, secrets encrypted (``shared.secrets``).
+are stored as sha256, secrets encrypted (``shared.trust.secrets``).
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from shared.addresses import refused_host
 from shared.db.models import ApiKey, Connection, Workspace
-from shared.secrets import (
+from shared.runtime.settings import Settings, get_settings
+from shared.trust.addresses import refused_host
+from shared.trust.secrets import (
     api_key_display_prefix,
     encrypt,
     encrypt_webhook_secrets,
     hash_api_key,
     new_api_key,
 )
-from shared.settings import Settings, get_settings
 
 __all__ = [
     "SCOPES",
@@ -183,7 +183,7 @@ def set_connection(
 
     A base URL on a link-local or cloud metadata host is refused unless
     ``allow_private_network`` (or ``PROVELY_ALLOW_PRIVATE_NETWORK``) says so
-    (``shared.addresses``)."""
+    (``shared.trust.addresses``)."""
     _workspace(session, workspace_id)
     if not webhook_secrets or any(not s for s in webhook_secrets):
         raise TenantError("at least one non-empty webhook secret is required")

@@ -94,8 +94,8 @@ def test_the_embedded_data_dir_is_0700_and_its_files_0600(tmp_path: Path) -> Non
     env = env_for(data)  # no secret key: the embedded default generates one in the data dir
     run(env, "db", "upgrade")
     run(env, "workspace", "create", "acme")
-    from shared.celery_app import app, configure
-    from shared.settings import Settings
+    from shared.runtime.celery_app import app, configure
+    from shared.runtime.settings import Settings
 
     settings = Settings(data_dir=data)
     old = os.umask(0o022)

@@ -20,7 +20,7 @@ from shared.core.contract import Contract
 from shared.core.engine import build_context
 from shared.core.expressions import fill_query
 from shared.core.types import ObservationStatus, OperationFacts
-from shared.registry import get_registry
+from shared.trust.registry import get_registry
 from tests.sandbox.conftest import http
 
 AUTH = {"Authorization": "Bearer sk_test_provely_sandbox_tests"}

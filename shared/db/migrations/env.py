@@ -19,7 +19,7 @@ def _url() -> str:
     url = config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     return get_settings().resolved_database_url()
 

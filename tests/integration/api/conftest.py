@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from services.ingress.app import create_app
 from shared.db.session import session_scope
 from shared.db.tenants import create_api_key, create_workspace
-from shared.settings import Settings
+from shared.runtime.settings import Settings
 
 with warnings.catch_warnings():
     # starlette's test client touches an alias anyio deprecates, at import only.

@@ -18,8 +18,8 @@ from shared.db.migrate import head_revision
 from shared.db.models import ApiKey, Connection
 from shared.db.session import make_engine, session_scope
 from shared.db.tenants import authenticate
-from shared.secrets import decrypt, decrypt_webhook_secrets
-from shared.settings import Settings
+from shared.runtime.settings import Settings
+from shared.trust.secrets import decrypt, decrypt_webhook_secrets
 
 pytestmark = pytest.mark.integration
 

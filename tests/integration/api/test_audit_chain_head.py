@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
-from shared.audit import GENESIS_HASH, append_transition, verify_chain
+from shared.db.audit import GENESIS_HASH, append_transition, verify_chain
 from shared.db.migrate import upgrade
 from shared.db.models import Transition, Workspace
 from shared.db.session import make_engine, session_factory, session_scope
@@ -150,7 +150,7 @@ def test_an_open_transaction_does_not_hold_the_chain(pg_engine: Engine) -> None:
 
 def _chain_before_0003(session: Session) -> None:
     """Three rows written the way revisions before 0003 wrote them (no head on the workspace)."""
-    from shared.audit import transition_hash
+    from shared.db.audit import transition_hash
 
     prev = GENESIS_HASH
     for seq in (1, 2, 3):

@@ -13,7 +13,7 @@ from sqlalchemy import func, select, text
 from shared.db.models import Base, Operation, Transition
 from shared.db.session import session_scope
 from shared.db.tenants import set_connection
-from shared.secrets import hash_api_key
+from shared.trust.secrets import hash_api_key
 from tests.integration.api.conftest import Api
 from tests.integration.api.live import LiveServer
 

@@ -18,7 +18,7 @@ import structlog
 from prometheus_client import REGISTRY, generate_latest
 from sqlalchemy import Engine
 
-from shared.observability import REQUEST_ID_HEADER, configure_logging
+from shared.runtime.observability import REQUEST_ID_HEADER, configure_logging
 from tests.integration.api.conftest import Api, build_api
 
 pytestmark = pytest.mark.integration

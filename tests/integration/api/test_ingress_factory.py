@@ -12,7 +12,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from services.cli.serve import ingress_app
-from shared.settings import get_settings
+from shared.runtime.settings import get_settings
 
 pytestmark = pytest.mark.integration
 

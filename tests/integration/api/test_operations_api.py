@@ -13,13 +13,13 @@ from cryptography.fernet import Fernet
 from sqlalchemy import func, select
 
 from services.ingress.app import create_app
-from shared.audit import verify_chain
 from shared.core.types import OperationState
+from shared.db.audit import verify_chain
 from shared.db.models import Operation, Receipt, Transition
 from shared.db.session import session_scope
 from shared.db.tenants import revoke_api_key
-from shared.operations import change_state
-from shared.settings import Settings
+from shared.lifecycle.operations import change_state
+from shared.runtime.settings import Settings
 from tests.integration.api.conftest import Api
 
 with warnings.catch_warnings():

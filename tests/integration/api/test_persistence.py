@@ -11,12 +11,12 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, inspect, select, text
 from sqlalchemy.orm import Session
 
-from shared.audit import append_transition, verify_chain
 from shared.core import IllegalTransition
 from shared.core.types import OperationState
+from shared.db.audit import append_transition, verify_chain
 from shared.db.models import Base, Operation, Transition, Workspace
 from shared.db.session import session_factory, session_scope
-from shared.operations import change_state, contract_for, facts_for, find_contract
+from shared.lifecycle.operations import change_state, contract_for, facts_for, find_contract
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from services.ingress.server import limited_protocol, uvicorn_options
-from shared.settings import Settings
+from shared.runtime.settings import Settings
 from tests.integration.api.live import free_port
 
 pytestmark = pytest.mark.integration

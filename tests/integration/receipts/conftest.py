@@ -16,16 +16,16 @@ from cryptography.fernet import Fernet
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from shared.audit import append_transition
 from shared.core.engine import build_context, decide, state_after
 from shared.core.events import reduce_events
 from shared.core.types import Decision, EventRecord, Observation, ObservationStatus
+from shared.db.audit import append_transition
 from shared.db.models import Event, Operation, OperationEvent, Workspace
 from shared.db.models import Observation as ObservationRow
-from shared.operations import change_state, contract_for, facts_for, find_contract
-from shared.settings import Settings, get_settings
-from shared.watch import start_watch, watch_until
-from shared.webhook_reading import evidence_keys
+from shared.evidence.webhooks import evidence_keys
+from shared.lifecycle.operations import change_state, contract_for, facts_for, find_contract
+from shared.lifecycle.watch import start_watch, watch_until
+from shared.runtime.settings import Settings, get_settings
 
 T0 = datetime(2026, 11, 30, 8, 0, 0, 250000, tzinfo=UTC)
 
@@ -279,7 +279,7 @@ class RefundFlow:
 
     def verified(self, session: Session) -> Operation:
         """Create the operation and drive it to VERIFIED on real rows, watched as the
-        evaluation watches it (``shared.watch``)."""
+        evaluation watches it (``shared.lifecycle.watch``)."""
         op = self.create(session)
         self.add_event(session, "evt_created", "refund.created", "pending", T0)
         self.add_event(

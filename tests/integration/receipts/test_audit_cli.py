@@ -14,7 +14,7 @@ from sqlalchemy import select, text
 
 from shared.db.models import Operation, Transition
 from shared.db.session import session_scope
-from shared.settings import Settings
+from shared.runtime.settings import Settings
 from tests.integration.receipts.conftest import RefundFlow
 
 pytestmark = pytest.mark.integration

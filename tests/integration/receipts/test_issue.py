@@ -14,7 +14,7 @@ from shared.core.receipt import document_bytes, signing_payload
 from shared.db.models import Event, Operation, Receipt, ReceiptKey
 from shared.db.models import Observation as ObservationRow
 from shared.db.session import session_scope
-from shared.receipt_keys import (
+from shared.lifecycle.receipt_keys import (
     ReceiptKeyError,
     active_signing_key,
     generate_private_key,
@@ -25,7 +25,7 @@ from shared.receipt_keys import (
     rotate_receipt_key,
     write_private_key_file,
 )
-from shared.receipts import (
+from shared.lifecycle.receipts import (
     ReceiptNotIssuable,
     Verification,
     current_receipt,
@@ -33,7 +33,7 @@ from shared.receipts import (
     receipt_document_for,
     verify_receipt_document,
 )
-from shared.settings import Settings, get_settings
+from shared.runtime.settings import Settings, get_settings
 from tests.integration.receipts.conftest import T0, RefundFlow
 
 pytestmark = pytest.mark.integration

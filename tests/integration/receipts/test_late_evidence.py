@@ -10,8 +10,8 @@ from sqlalchemy import select
 from shared.core.receipt import document_bytes
 from shared.db.models import Operation, Receipt, Transition
 from shared.db.session import session_scope
-from shared.receipt_keys import keyring_from_rows, list_receipt_keys
-from shared.receipts import (
+from shared.lifecycle.receipt_keys import keyring_from_rows, list_receipt_keys
+from shared.lifecycle.receipts import (
     LATE_CONTRADICTION,
     CheckOutcome,
     Verification,

@@ -15,9 +15,9 @@ from shared.core.types import Observation, ObservationStatus
 from shared.db.models import Observation as ObservationRow
 from shared.db.models import Operation
 from shared.db.session import session_scope
-from shared.operations import contract_for
-from shared.receipts import CheckOutcome, needs_recheck, recheck_verified
-from shared.watch import rechecks_for_events, request_rechecks
+from shared.lifecycle.operations import contract_for
+from shared.lifecycle.receipts import CheckOutcome, needs_recheck, recheck_verified
+from shared.lifecycle.watch import rechecks_for_events, request_rechecks
 from tests.integration.receipts.conftest import T0, RefundFlow
 
 pytestmark = pytest.mark.integration
@@ -51,7 +51,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, float]]:
         calls.append((operation_id, fence, countdown_s))
         return True
 
-    monkeypatch.setattr("shared.scheduling.dispatch_observe", record)
+    monkeypatch.setattr("shared.lifecycle.scheduling.dispatch_observe", record)
     return calls
 
 
@@ -208,7 +208,7 @@ def test_open_and_unwatched_operations_are_not_rechecked(
 def test_the_watch_ends(flow: RefundFlow) -> None:
     """Past ``watch_until`` an event names nothing: the verdict is settled; the sweeper then
     deletes the watch's keys."""
-    from shared.watch import end_expired_watches
+    from shared.lifecycle.watch import end_expired_watches
 
     with session_scope(flow.engine) as s:
         op = flow.verified(s)

@@ -13,15 +13,15 @@ from sqlalchemy import Engine, func, select
 from shared.core.receipt import document_bytes
 from shared.db.models import Operation, Receipt
 from shared.db.session import session_scope
-from shared.receipt_keys import keyring_from_rows, list_receipt_keys
-from shared.receipts import (
+from shared.lifecycle.receipt_keys import keyring_from_rows, list_receipt_keys
+from shared.lifecycle.receipts import (
     CheckOutcome,
     Verification,
     check_late_evidence,
     receipt_document_for,
     verify_receipt_document,
 )
-from shared.settings import get_settings
+from shared.runtime.settings import get_settings
 from tests.integration.receipts.conftest import T0, RefundFlow
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 from services.ingress.app import create_app
 from shared.db.session import session_scope
 from shared.db.tenants import create_api_key, create_workspace
-from shared.settings import Settings
+from shared.runtime.settings import Settings
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -56,8 +56,8 @@ def _tenant(engine: Engine, name: str) -> Tenant:
 @pytest.fixture
 def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Settings and registry caches cleared before and after (both are read from the env)."""
-    from shared.registry import get_registry
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
+    from shared.trust.registry import get_registry
 
     get_settings.cache_clear()
     get_registry.cache_clear()

@@ -27,8 +27,8 @@ from services.observer.observe import ObserveOutcome, Observer
 from shared.db.models import Observation, Operation
 from shared.db.session import session_scope
 from shared.db.tenants import set_connection
-from shared.ratelimit import bucket_for
-from shared.skills import generate_private_key, public_key_pem, sign_skill
+from shared.runtime.ratelimit import bucket_for
+from shared.trust.skills import generate_private_key, public_key_pem, sign_skill
 from tests.integration.registry.conftest import Api
 from tests.integration.registry.test_custom_contracts import EXAMPLE, custom_text
 

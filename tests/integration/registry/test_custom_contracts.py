@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from services.cli.main import app as cli
 from shared.db.models import CustomContract, Operation
 from shared.db.session import session_scope
-from shared.operations import contract_for
-from shared.registry import SHIPPED_CONTRACTS_DIR
+from shared.lifecycle.operations import contract_for
+from shared.trust.registry import SHIPPED_CONTRACTS_DIR
 from tests.integration.registry.conftest import Api
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ from services.observer.connections import readback_for
 from services.observer.http_verifier import read_http
 from shared.core.types import ObservationStatus
 from shared.db.session import session_scope
-from shared.settings import Settings, get_settings
+from shared.runtime.settings import Settings, get_settings
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from shared.db.models import Event
 from shared.db.session import session_scope
 from shared.db.tenants import set_connection
-from shared.signatures import scheme_for
+from shared.trust.signatures import scheme_for
 from tests.integration.registry.conftest import Api
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ import threading
 import httpx
 import pytest
 
-from shared.registry import SHIPPED_CONTRACTS_DIR
+from shared.trust.registry import SHIPPED_CONTRACTS_DIR
 from tests.integration.api.live import LiveServer
 from tests.integration.registry.conftest import Api
 

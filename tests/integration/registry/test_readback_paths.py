@@ -14,7 +14,7 @@ from services.ingress.views import operation_view
 from shared.core.types import ConditionResult, Decision, Verdict
 from shared.db.models import CustomContract, Operation
 from shared.db.session import session_scope
-from shared.operations import decision_document
+from shared.lifecycle.operations import decision_document
 from tests.integration.registry.conftest import Api
 from tests.integration.registry.test_custom_contracts import custom_text
 

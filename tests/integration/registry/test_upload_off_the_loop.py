@@ -13,8 +13,8 @@ from cryptography.fernet import Fernet
 from sqlalchemy import Engine
 
 from services.ingress.app import create_app
-from shared.registry import SHIPPED_CONTRACTS_DIR
-from shared.settings import Settings
+from shared.runtime.settings import Settings
+from shared.trust.registry import SHIPPED_CONTRACTS_DIR
 from tests.integration.api.live import LiveServer
 from tests.integration.registry.conftest import _tenant
 

@@ -17,9 +17,9 @@ from shared.core.engine import decide
 from shared.core.types import Observation, ObservationStatus, Verdict
 from shared.db.models import Operation
 from shared.db.session import session_scope
-from shared.operations import contract_for, facts_for, find_contract
-from shared.registry import SHIPPED_CONTRACTS_DIR, get_registry
-from shared.skills import load_private_key, sign_skill, write_keypair
+from shared.lifecycle.operations import contract_for, facts_for, find_contract
+from shared.trust.registry import SHIPPED_CONTRACTS_DIR, get_registry
+from shared.trust.skills import load_private_key, sign_skill, write_keypair
 from tests.integration.registry.conftest import Api
 from tests.integration.registry.test_custom_contracts import YAML, custom_text
 
@@ -111,7 +111,7 @@ def test_shipped_operation_keeps_1_0_0_after_1_1_0_is_loaded(
     skill, public = write_newer_skill(tmp_path)
     monkeypatch.setenv("PROVELY_CONTRACT_PATHS", str(skill))
     monkeypatch.setenv("PROVELY_TRUSTED_PUBLISHER_KEYS", str(public))
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     get_settings.cache_clear()
     get_registry.cache_clear()

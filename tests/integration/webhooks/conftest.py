@@ -24,9 +24,9 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from shared.db.models import Event, EventKey, Operation, OperationEvent
-from shared.registry import get_registry
-from shared.settings import Settings
-from shared.signatures import STRIPE
+from shared.runtime.settings import Settings
+from shared.trust.registry import get_registry
+from shared.trust.signatures import STRIPE
 
 with warnings.catch_warnings():
     # starlette's test client touches an alias anyio deprecates, at import only.
@@ -130,7 +130,7 @@ def celery_to_test_broker(redis_url: str) -> None:
 
     Once per session: the broker URL does not change, and reconfiguring closes live pools.
     """
-    from shared import celery_app
+    from shared.runtime import celery_app
 
     celery_app.configure(celery_app.app, Settings(broker_url=redis_url))
     prefix_queues()
@@ -138,7 +138,7 @@ def celery_to_test_broker(redis_url: str) -> None:
 
 def prefix_queues() -> None:
     """Keep this run's messages under QUEUE_PREFIX (after anything that configured Celery)."""
-    from shared import celery_app
+    from shared.runtime import celery_app
 
     options = dict(celery_app.app.conf.broker_transport_options or {})
     if options.get("global_keyprefix") != QUEUE_PREFIX:
@@ -196,12 +196,13 @@ def add_operation(
     watched: bool = False,
 ) -> str:
     """An operation row as the API would have written it (bound to a shipped contract);
-    ``watched``: a VERIFIED one watched as the evaluation watches it (``shared.watch``)."""
+    ``watched``: a VERIFIED one watched as the evaluation watches it
+    (``shared.lifecycle.watch``)."""
     from shared.core.engine import build_context
     from shared.db.tenants import new_id
-    from shared.operations import facts_for
-    from shared.watch import start_watch, watch_until
-    from shared.webhook_reading import evidence_keys
+    from shared.evidence.webhooks import evidence_keys
+    from shared.lifecycle.operations import facts_for
+    from shared.lifecycle.watch import start_watch, watch_until
 
     entry = get_registry().entry(contract_id)
     now = created_at or datetime.now(UTC) - timedelta(seconds=30)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.settings import Settings
+from shared.runtime.settings import Settings
 from tests.integration.webhooks.conftest import build_app
 
 app = build_app(Settings())

@@ -13,10 +13,10 @@ from sqlalchemy.orm import Session
 
 from shared.core.events import reduce_events
 from shared.core.expressions import EvaluationContext
-from shared.correlator import correlate_pending
 from shared.db.models import Event, EventKey, Operation
-from shared.intake import correlate_pending_events, event_record
-from shared.registry import get_registry
+from shared.intake.correlator import correlate_pending
+from shared.intake.store import correlate_pending_events, event_record
+from shared.trust.registry import get_registry
 
 from .conftest import (
     QUEUE_PREFIX,

@@ -20,15 +20,15 @@ from sqlalchemy.orm import Session
 
 from services.ingress.webhooks import correlation_requests
 from services.verdict.sweeper import Sweeper
-from shared.correlator import correlate_pending
 from shared.db.models import Event, EventBacklog
-from shared.intake import (
+from shared.intake.correlator import correlate_pending
+from shared.intake.store import (
     IntakeResult,
     correlate_backlog,
     correlate_pending_events,
     store_many,
 )
-from shared.settings import Settings
+from shared.runtime.settings import Settings
 
 from .conftest import (
     QUEUE_PREFIX,
@@ -294,7 +294,7 @@ def test_a_correlator_waits_for_an_action_report_in_flight(
     import threading
 
     from shared.db.models import Operation
-    from shared.intake import lock_correlation
+    from shared.intake.store import lock_correlation
 
     op_id = add_operation(pg_engine, tenant, state="PENDING")
     t = int(time.time())
@@ -341,7 +341,7 @@ def test_a_report_links_an_event_a_correlator_has_claimed_without_deadlock(
     import threading
 
     from shared.db.models import Operation
-    from shared.intake import lock_correlation
+    from shared.intake.store import lock_correlation
 
     op_id = add_operation(
         pg_engine, tenant, state="PENDING", input={"charge": "ch_K", "amount": 3, "currency": "eur"}
@@ -395,8 +395,8 @@ def test_the_wakes_of_one_transaction_go_to_redis_in_messages_of_a_few_each(
     wakes each, in order, pipelined (kombu's publish batch) on the observe queue."""
     import redis
 
-    from shared.celery_app import OBSERVE_TASK, WAKES_PER_MESSAGE, send
-    from shared.scheduling import dispatch_observe_now
+    from shared.lifecycle.scheduling import dispatch_observe_now
+    from shared.runtime.celery_app import OBSERVE_TASK, WAKES_PER_MESSAGE, send
 
     queue = redis.Redis.from_url(redis_url)
     key = QUEUE_PREFIX + "observe"

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from services.cli.scenarios import STANDARD_VERSION, Agent, Sandbox, Workspace
 from shared.db.models import Event, OperationEvent
 from shared.db.session import make_engine
-from shared.signatures import STRIPE
+from shared.trust.signatures import STRIPE
 from tests.e2e.launcher import DistributedSystem, running_system
 
 pytestmark = pytest.mark.e2e

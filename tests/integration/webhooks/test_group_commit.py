@@ -12,9 +12,9 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from shared.db.models import Event
-from shared.intake import Delivery, correlate_stored, ingest_event, parse_event, store_many
-from shared.registry import get_registry
-from shared.signatures import VerifiedDelivery
+from shared.intake.store import Delivery, correlate_stored, ingest_event, parse_event, store_many
+from shared.trust.registry import get_registry
+from shared.trust.signatures import VerifiedDelivery
 
 from .conftest import Tenant, add_operation, links, load_operation, refund, stripe_event
 

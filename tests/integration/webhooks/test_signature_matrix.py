@@ -12,7 +12,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from shared.db.models import Event
-from shared.signatures import STRIPE
+from shared.trust.signatures import STRIPE
 
 from .conftest import (
     OLD_SECRET,
@@ -157,7 +157,7 @@ def test_a_larger_body_than_the_limit_is_refused_with_413(
 
 
 def test_database_unreachable_answers_503(tenant: Tenant, settings: object) -> None:
-    from shared.settings import Settings
+    from shared.runtime.settings import Settings
 
     from .conftest import build_app
 
@@ -222,7 +222,7 @@ def test_sign_helper_matches_stripe_construct_event() -> None:
 def test_secrets_that_cannot_be_opened_answer_503(tenant: Tenant, settings: object) -> None:
     from cryptography.fernet import Fernet
 
-    from shared.settings import Settings
+    from shared.runtime.settings import Settings
 
     from .conftest import build_app
 
@@ -240,7 +240,7 @@ def test_github_connection_uses_the_delivery_header_as_event_id(
     from datetime import UTC, datetime
 
     from shared.db.tenants import set_connection
-    from shared.signatures import GITHUB
+    from shared.trust.signatures import GITHUB
 
     with Session(pg_engine) as session, session.begin():
         set_connection(

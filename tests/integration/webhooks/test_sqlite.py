@@ -11,8 +11,8 @@ from cryptography.fernet import Fernet
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from shared.correlator import correlate_pending
-from shared.settings import Settings
+from shared.intake.correlator import correlate_pending
+from shared.runtime.settings import Settings
 
 from .conftest import (
     SECRET,

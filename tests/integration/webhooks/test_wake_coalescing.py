@@ -1,9 +1,9 @@
 """A wake keeps the observe message already on its way while no observer has begun to read it.
 
-``shared.scheduling.wake_for_events``: an open operation whose observation is due, whose message
-for the current fence was sent and whose fence no observer has claimed
-(``shared.scheduling.claim_reading``) is left as it is — its coming reading starts after the
-event was linked. Otherwise the fence moves on and a new message is due, as before. The
+``shared.lifecycle.scheduling.wake_for_events``: an open operation whose observation is due, whose
+message for the current fence was sent and whose fence no observer has claimed
+(``shared.lifecycle.scheduling.claim_reading``) is left as it is — its coming reading starts after
+the event was linked. Otherwise the fence moves on and a new message is due, as before. The
 operation rows are locked first, so an observer claiming the pending fence waits for the
 correlating transaction.
 """
@@ -19,8 +19,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from shared.db.models import Operation
-from shared.intake import correlate_backlog, store_many
-from shared.scheduling import claim_reading, wake_for_events
+from shared.intake.store import correlate_backlog, store_many
+from shared.lifecycle.scheduling import claim_reading, wake_for_events
 
 from .conftest import Tenant, add_operation, links, load_operation, refund, stripe_event
 from .test_group_commit import delivery

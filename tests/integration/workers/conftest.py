@@ -3,9 +3,9 @@
 - ``provider``: a small refund API on a loopback port whose answers the test steers
   (succeeded, pending, failed, 503, hanging …) and which records when each refund was read.
 - ``cluster``: the observer worker, the verdict worker and a sweeper as separate OS processes
-  (``celery -A shared.celery_app worker -Q observe|verdict``), configured through ``PROVELY_*``
-  variables to use the session's database and a random Redis db index. The observer can be
-  killed (SIGKILL of its whole process group) and restarted.
+  (``celery -A shared.runtime.celery_app worker -Q observe|verdict``), configured through
+  ``PROVELY_*`` variables to use the session's database and a random Redis db index. The observer
+  can be killed (SIGKILL of its whole process group) and restarted.
 - helpers that create a workspace, its connection, a short-timing contract and operations the
   way the action report does (state ACTION_ACCEPTED, first observation scheduled, then sent).
 """
@@ -38,9 +38,9 @@ from sqlalchemy import Engine, select
 from shared.core.contract import Contract, contract_hash
 from shared.db.models import Connection, CustomContract, Observation, Operation, Workspace
 from shared.db.session import make_engine, session_scope
-from shared.scheduling import dispatch_observe, schedule_observation
-from shared.secrets import encrypt, encrypt_webhook_secrets
-from shared.settings import Settings
+from shared.lifecycle.scheduling import dispatch_observe, schedule_observation
+from shared.runtime.settings import Settings
+from shared.trust.secrets import encrypt, encrypt_webhook_secrets
 from tests.integration.conftest import truncate_all
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -228,7 +228,7 @@ class Cluster:
             [
                 CELERY,
                 "-A",
-                "shared.celery_app",
+                "shared.runtime.celery_app",
                 "worker",
                 "-Q",
                 "observe",
@@ -253,7 +253,7 @@ class Cluster:
             [
                 CELERY,
                 "-A",
-                "shared.celery_app",
+                "shared.runtime.celery_app",
                 "worker",
                 "-Q",
                 "verdict",
@@ -312,7 +312,7 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(migrated_postgres_url: str, redis_url: str) -> Iterator[Cluster]:
     """Observer, verdict worker and sweeper processes on the session's database and Redis."""
-    from shared import celery_app
+    from shared.runtime import celery_app
 
     # Not under pytest's base temp: concurrent pytest runs on this machine rotate it away.
     logs = Path(tempfile.mkdtemp(prefix="provely-workers-"))
@@ -347,7 +347,7 @@ def cluster(migrated_postgres_url: str, redis_url: str) -> Iterator[Cluster]:
         truncate_all(engine)
         engine.dispose()
         flush_redis(redis_url)
-        from shared.settings import get_settings
+        from shared.runtime.settings import get_settings
 
         celery_app.configure(celery_app.app, get_settings())
 

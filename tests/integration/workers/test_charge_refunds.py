@@ -22,10 +22,10 @@ from services.observer.observe import ObserveOutcome, Observer
 from services.verdict.evaluate import evaluate_operation
 from shared.db.models import Observation, Operation
 from shared.db.session import session_scope
-from shared.ratelimit import LocalTokenBucket
-from shared.registry import get_registry
-from shared.scheduling import schedule_observation
-from shared.settings import get_settings
+from shared.lifecycle.scheduling import schedule_observation
+from shared.runtime.ratelimit import LocalTokenBucket
+from shared.runtime.settings import get_settings
+from shared.trust.registry import get_registry
 from tests.integration.workers.conftest import (
     API_KEY,
     SECRET_KEY,

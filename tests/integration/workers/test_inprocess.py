@@ -27,9 +27,9 @@ from services.verdict.sweeper import ACTION_NOT_REPORTED, Sweeper
 from shared.core.contract import contract_hash
 from shared.db.models import Event, EventKey, Observation, Operation
 from shared.db.session import session_scope
-from shared.ratelimit import LocalTokenBucket, RedisTokenBucket
-from shared.scheduling import ScheduleConflict, schedule_observation, wake
-from shared.settings import Settings, get_settings
+from shared.lifecycle.scheduling import ScheduleConflict, schedule_observation, wake
+from shared.runtime.ratelimit import LocalTokenBucket, RedisTokenBucket
+from shared.runtime.settings import Settings, get_settings
 from tests.integration.workers.conftest import (
     API_KEY,
     SECRET_KEY,

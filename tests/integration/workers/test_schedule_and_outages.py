@@ -13,7 +13,7 @@ from shared.core.schedule import next_observation_delay
 from shared.core.types import OperationState, Verdict
 from shared.db.models import Observation, Transition
 from shared.db.session import session_scope
-from shared.scheduling import dispatch_observe, wake
+from shared.lifecycle.scheduling import dispatch_observe, wake
 from tests.integration.workers.conftest import (
     Cluster,
     FakeProvider,

@@ -19,8 +19,8 @@ from shared.core.events import reduce_events
 from shared.core.lint import validate_contract
 from shared.core.render import render_page
 from shared.core.types import EventRecord, Observation, ObservationStatus, OperationFacts
-from shared.registry import load_registry
-from shared.skills import load_trusted_keys, verify_skill
+from shared.trust.registry import load_registry
+from shared.trust.skills import load_trusted_keys, verify_skill
 from tests.unit.contracts.helpers import CONTRACTS, SUCCEEDED, contract_data, load_yaml
 
 EXAMPLES = CONTRACTS / "examples"
@@ -102,7 +102,7 @@ def test_the_example_skill_is_signed_by_the_project_key_and_loads() -> None:
 
 
 def test_one_changed_byte_in_the_example_is_refused(tmp_path: Path) -> None:
-    from shared.registry import RegistryError
+    from shared.trust.registry import RegistryError
 
     copy = tmp_path / "examples"
     copy.mkdir()

@@ -85,8 +85,8 @@ def test_list() -> None:
 @pytest.fixture
 def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Settings and registry caches cleared before and after (they are read from the env)."""
-    from shared.registry import get_registry
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
+    from shared.trust.registry import get_registry
 
     get_settings.cache_clear()
     get_registry.cache_clear()

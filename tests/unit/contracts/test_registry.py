@@ -20,15 +20,15 @@ from typer.testing import CliRunner
 from services.cli.main import app
 from shared.core.contract import contract_hash
 from shared.core.render import render_page
-from shared.registry import (
+from shared.runtime.settings import Settings
+from shared.trust.registry import (
     SHIPPED_CONTRACTS_DIR,
     SHIPPED_KEYS_DIR,
     ContractNotFoundError,
     RegistryError,
     load_registry,
 )
-from shared.settings import Settings
-from shared.skills import (
+from shared.trust.skills import (
     SkillError,
     key_id,
     load_trusted_keys,
@@ -275,7 +275,7 @@ def test_settings_supply_the_paths_and_the_trusted_keys(tmp_path: Path) -> None:
 
 
 def _load_private(path: Path) -> Ed25519PrivateKey:
-    from shared.skills import load_private_key
+    from shared.trust.skills import load_private_key
 
     return load_private_key(path)
 

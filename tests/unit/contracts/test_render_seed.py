@@ -23,8 +23,8 @@ import re
 import pytest
 
 from shared.core.render import format_duration_ms, format_value, render_page
-from shared.registry import SHIPPED_CONTRACTS_DIR, SHIPPED_KEYS_DIR, load_registry
-from shared.skills import load_trusted_keys
+from shared.trust.registry import SHIPPED_CONTRACTS_DIR, SHIPPED_KEYS_DIR, load_registry
+from shared.trust.skills import load_trusted_keys
 from tests.unit.contracts.helpers import REPO_ROOT
 
 VERSIONS = ("1.0.0", "1.1.0")

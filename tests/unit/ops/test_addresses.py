@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.addresses import refused_host
+from shared.trust.addresses import refused_host
 
 REFUSED = [
     "http://169.254.169.254/latest/meta-data/",

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from services.cli.up import provely_argv
-from shared.settings import Settings, settings_problems
+from shared.runtime.settings import Settings, settings_problems
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """docs/operations.md names only metrics and label values that exist.
 
 The alerting rules in the page are parsed (the YAML block), and every selector of every
-expression is checked against ``shared.observability.LABEL_VALUES``: the metric is exported,
+expression is checked against ``shared.runtime.observability.LABEL_VALUES``: the metric is exported,
 each label it matches on exists, and each value (each alternative of a ``=~"a|b"``) is one the
 code gives where the values are a closed set. ``REFUSAL_REASONS`` is checked against the code
 that refuses deliveries, so a new refusal reason cannot go uncounted in the docs.
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.observability import LABEL_VALUES, REFUSAL_REASONS
+from shared.runtime.observability import LABEL_VALUES, REFUSAL_REASONS
 
 REPO = Path(__file__).resolve().parents[3]
 DOC = REPO / "docs" / "operations.md"
@@ -94,8 +94,8 @@ def test_the_reasons_table_lists_every_refusal_reason() -> None:
 @pytest.mark.parametrize(
     ("path", "pattern"),
     [
-        ("shared/signatures.py", r'SignatureError\(\s*"([a-z0-9_]+)"'),
-        ("shared/intake.py", r'MalformedEvent\(\s*"([a-z0-9_]+)"'),
+        ("shared/trust/signatures.py", r'SignatureError\(\s*"([a-z0-9_]+)"'),
+        ("shared/intake/store.py", r'MalformedEvent\(\s*"([a-z0-9_]+)"'),
         ("services/ingress/webhooks.py", r'_refused\(provider,\s*"([a-z0-9_]+)"\)'),
         ("services/ingress/webhooks.py", r'\d{3}: "([a-z0-9_]+)"'),
     ],

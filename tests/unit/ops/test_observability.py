@@ -9,7 +9,7 @@ import logging
 import structlog
 from prometheus_client import generate_latest
 
-from shared import observability as obs
+from shared.runtime import observability as obs
 
 
 def _lines(stream: io.StringIO) -> list[dict[str, object]]:
@@ -99,8 +99,8 @@ def test_observe_many_names_each_operation_on_its_thread_and_keeps_the_task_cont
     import httpx
 
     from services.observer.observe import ObserveOutcome, Observer
-    from shared.ratelimit import LocalTokenBucket
-    from shared.settings import Settings
+    from shared.runtime.ratelimit import LocalTokenBucket
+    from shared.runtime.settings import Settings
 
     class Logging(Observer):
         def observe(self, operation_id: str, fence: int) -> ObserveOutcome:

@@ -16,8 +16,8 @@ from services.cli.scenarios import (
     explain,
     write_short_timing_skill,
 )
-from shared.registry import RegistryError, load_registry
-from shared.settings import Settings
+from shared.runtime.settings import Settings
+from shared.trust.registry import RegistryError, load_registry
 
 
 def test_every_trap_of_the_issue_has_a_scenario() -> None:

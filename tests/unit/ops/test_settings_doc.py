@@ -1,4 +1,4 @@
-"""docs/operations.md's configuration table is the one generated from shared/settings.py."""
+"""docs/operations.md's configuration table is the one generated from shared/runtime/settings.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from services.cli.config import BEGIN_MARKER, END_MARKER, settings_table, update_document
 from services.cli.main import app
-from shared.settings import Settings
+from shared.runtime.settings import Settings
 
 REPO = Path(__file__).resolve().parents[3]
 DOC = REPO / "docs" / "operations.md"
@@ -19,7 +19,8 @@ DOC = REPO / "docs" / "operations.md"
 def test_docs_embed_the_current_settings_table(name: str) -> None:
     text = (REPO / name).read_text(encoding="utf-8")
     assert text == update_document(text), (
-        f"{name} is out of date with shared/settings.py: run `provely config table --update {name}`"
+        f"{name} is out of date with shared/runtime/settings.py: "
+        f"run `provely config table --update {name}`"
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.audit import GENESIS_HASH, hashed_around_seq, transition_hash
+from shared.db.audit import GENESIS_HASH, hashed_around_seq, transition_hash
 
 _text = st.text(max_size=20)
 _json = st.recursive(

@@ -12,7 +12,7 @@ import pytest
 import standardwebhooks
 import stripe
 
-from shared.signatures import (
+from shared.trust.signatures import (
     GITHUB,
     SCHEMES,
     STANDARD_WEBHOOKS,

@@ -11,7 +11,7 @@ from celery import Celery
 
 from services.observer.connections import auth_headers
 from services.verdict.sweeper import _resend_now
-from shared.celery_app import (
+from shared.runtime.celery_app import (
     EVALUATE_TASK,
     OBSERVE_MANY_TASK,
     OBSERVE_TASK,
@@ -19,7 +19,7 @@ from shared.celery_app import (
     app,
     configure,
 )
-from shared.settings import Settings
+from shared.runtime.settings import Settings
 
 
 def test_delivery_is_late_acked_json_only_and_one_message_at_a_time() -> None:

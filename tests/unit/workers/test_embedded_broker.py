@@ -17,8 +17,8 @@ from kombu.transport.sqlalchemy import Channel as KombuSqlaChannel
 from sqlalchemy import Engine, create_engine, event
 
 from services.cli.up import EmbeddedSystem
-from shared.celery_app import _transport_options, prepare_embedded_broker
-from shared.celery_app import app as celery_app
+from shared.runtime.celery_app import _transport_options, prepare_embedded_broker
+from shared.runtime.celery_app import app as celery_app
 
 QUEUES = {q.name for q in celery_app.conf.task_queues}
 """Every queue a worker consumes (``test_config`` pins the names)."""

@@ -36,7 +36,7 @@ def celery_signals_restored() -> Iterator[None]:
     from celery import signals
     from celery.utils.dispatch import Signal
 
-    from shared import observability
+    from shared.runtime import observability
 
     kept = {
         name: list(signal.receivers)
@@ -56,7 +56,7 @@ def celery_signals_restored() -> Iterator[None]:
 
 @pytest.mark.usefixtures("celery_signals_restored")
 def test_a_worker_starts_celery_with_the_thresholds_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    from shared.celery_app import app as celery_app
+    from shared.runtime.celery_app import app as celery_app
 
     seen: list[tuple[int, int, int]] = []
 

@@ -15,7 +15,7 @@ import pytest
 from services.observer.http_verifier import HttpTarget, read_http, read_http_list
 from shared.core.contract import canonical_json
 from shared.core.types import ObservationStatus
-from shared.readings import Reading
+from shared.evidence.readings import Reading
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 TARGET = HttpTarget(

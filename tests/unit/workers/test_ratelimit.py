@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.ratelimit import LocalTokenBucket, wait_for_token
+from shared.runtime.ratelimit import LocalTokenBucket, wait_for_token
 
 
 class FakeClock:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.scheduling import message_pending
+from shared.lifecycle.scheduling import message_pending
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 S = timedelta(seconds=1)

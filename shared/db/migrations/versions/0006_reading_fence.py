@@ -3,9 +3,9 @@
 An observer claims the fence of its ``observe`` message (``reading_fence = fence``) before it
 reads the provider. A wake for a webhook event may then keep the ``observe`` message already due
 for the current fence while no observer has claimed it: that reading starts after the event was
-linked (``shared.scheduling.wake_for_events``). Before this column the correlator kept a message
-only when it had been sent at least a second after the event arrived, comparing the clocks of
-two processes.
+linked (``shared.lifecycle.scheduling.wake_for_events``). Before this column the correlator kept a
+message only when it had been sent at least a second after the event arrived, comparing the clocks
+of two processes.
 
 Existing rows get ``reading_fence = fence``: a fence scheduled before the upgrade may be in the
 middle of its reading, so the next event wakes such an operation (a new fence) rather than

@@ -1,6 +1,6 @@
 """Webhook intake behind the signature check: parse, store once, correlate, and name the wakes.
 
-Owns what happens to a delivery once its signature holds (``shared.signatures`` decides that):
+Owns what happens to a delivery once its signature holds (``shared.trust.signatures`` decides that):
 
 1. :func:`parse_event` reads the event by the provider skill's ``event_shape`` (id, type, the
    event's own creation time, api version, object id, the correlation keys it carries).
@@ -20,12 +20,12 @@ Owns what happens to a delivery once its signature holds (``shared.signatures`` 
    arrived before the operation could correlate (before its action report, or before it learned
    its subject id); meant for the action report and the observer.
 
-Every strong link to an open operation is a wake (``shared.scheduling.wake_for_events`` in the
-same transaction: the operation's next observation is now; the caller dispatches the new fences
-after commit). Links to final operations are kept too and returned as ``late``. Every correlated
-event is also looked up in the watch of VERIFIED operations by the keys it carries, linked or
-not (``shared.watch``): each watched operation it names gets a recheck, dispatched with the
-wakes.
+Every strong link to an open operation is a wake (``shared.lifecycle.scheduling.wake_for_events``
+in the same transaction: the operation's next observation is now; the caller dispatches the new
+fences after commit). Links to final operations are kept too and returned as ``late``. Every
+correlated event is also looked up in the watch of VERIFIED operations by the keys it carries,
+linked or not (``shared.lifecycle.watch``): each watched operation it names gets a recheck,
+dispatched with the wakes.
 
 Events whose api version is not one of the contract's are stored and linked like any other; the
 core's reduction (``shared.core.events.reduce_events``) sets them aside using
@@ -65,10 +65,10 @@ from shared.core.storable import unstorable
 from shared.core.types import EventRecord
 from shared.db.models import Event, EventBacklog, EventKey, Operation, OperationEvent
 from shared.db.sql import driver_cursor, keyed_lookups, one_of
-from shared.evidence_locks import PG_SHARED_LOCKS, evidence_lock_ids
-from shared.scheduling import wake_for_events
-from shared.signatures import VerifiedDelivery
-from shared.watch import rechecks_for_events, request_rechecks
+from shared.evidence.locks import PG_SHARED_LOCKS, evidence_lock_ids
+from shared.lifecycle.scheduling import wake_for_events
+from shared.lifecycle.watch import rechecks_for_events, request_rechecks
+from shared.trust.signatures import VerifiedDelivery
 
 __all__ = [
     "DEFAULT_SHAPES",
@@ -340,7 +340,7 @@ def parse_event(
 
 @cache
 def _registry_module() -> Any:
-    from shared import registry  # at first use: loading the registry module costs ~0.2 s
+    from shared.trust import registry  # at first use: loading the registry module costs ~0.2 s
 
     return registry
 
@@ -534,7 +534,7 @@ def contract_of(session: Session, operation: Operation) -> Contract | None:
     contract = _registry_contract(operation.contract_hash)
     if contract is not None:
         return contract
-    from shared.operations import ContractNotFound, contract_for
+    from shared.lifecycle.operations import ContractNotFound, contract_for
 
     try:
         return contract_for(session, operation)
@@ -1091,7 +1091,7 @@ _PG_STORE_MANY = """
     """
 """One statement (one round trip, atomic even in autocommit): the batch's new events, their
 keys and their places in the correlation backlog, under the shared evidence locks of their keys
-(``shared.evidence_locks``: taken before any row is written, held until the statement commits).
+(``shared.evidence.locks``: taken before any row is written, held until the statement commits).
 Driver-level SQL with binary parameters
 (``%(name)b``): psycopg sends the arrays as they are, where the text format would escape every
 body and raw byte string. A new event starts with the repeats of its key in the batch as its
@@ -1467,8 +1467,8 @@ def _recheck_watched(
     session: Session, pending: Sequence[tuple[Delivery, IntakeResult]], now: datetime
 ) -> None:
     """Schedule a recheck of every watched VERIFIED operation the events name by a key they
-    carry (``shared.watch``); the fences join the first result's wakes (dispatched with the
-    others after commit)."""
+    carry (``shared.lifecycle.watch``); the fences join the first result's wakes (dispatched with
+    the others after commit)."""
     named = set(
         rechecks_for_events(
             session,

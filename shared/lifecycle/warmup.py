@@ -18,11 +18,11 @@ __all__ = ["preload", "warm_up"]
 log = logging.getLogger(__name__)
 
 _MODULES = (
-    "shared.observability",
-    "shared.secrets",
-    "shared.receipts",
-    "shared.operations",
-    "shared.registry",
+    "shared.runtime.observability",
+    "shared.trust.secrets",
+    "shared.lifecycle.receipts",
+    "shared.lifecycle.operations",
+    "shared.trust.registry",
     "shared.core.engine",
     "shared.core.events",
     "shared.core.retry",
@@ -34,7 +34,7 @@ def preload() -> None:
     try:
         for name in _MODULES:
             importlib.import_module(name)
-        from shared.operations import shipped_contracts
+        from shared.lifecycle.operations import shipped_contracts
 
         shipped_contracts()
     except Exception:

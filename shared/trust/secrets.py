@@ -26,8 +26,8 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
-from shared.datafiles import private_dir
-from shared.settings import Settings, get_settings
+from shared.runtime.datafiles import private_dir
+from shared.runtime.settings import Settings, get_settings
 
 __all__ = [
     "API_KEY_PREFIX",

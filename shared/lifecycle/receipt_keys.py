@@ -4,7 +4,7 @@ One key is ``active`` and signs new receipts; rotation retires it and keeps its 
 forever, so every receipt it signed still verifies. The active key comes from the PEM file named
 by ``PROVELY_RECEIPT_KEY_FILE`` when that is set (its private half never enters the database),
 else it is generated on first use and stored in ``receipt_keys`` with its private half
-encrypted by :mod:`shared.secrets`.
+encrypted by :mod:`shared.trust.secrets`.
 
 A key id is the first 16 hex digits of sha256 over the raw 32-byte public key, so anyone holding
 the public key can recompute it. Signatures are base64url without padding; public keys are
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from shared.db.models import ReceiptKey
-    from shared.settings import Settings
+    from shared.runtime.settings import Settings
 
 __all__ = [
     "ACTIVE",
@@ -279,7 +279,7 @@ _cache_lock = threading.Lock()
 def _settings(settings: Settings | None) -> Settings:
     if settings is not None:
         return settings
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     return get_settings()
 
@@ -343,7 +343,7 @@ def _active_row(session: Session) -> ReceiptKey | None:
 
 
 def _encrypt(private: Ed25519PrivateKey, settings: Settings) -> bytes:
-    from shared.secrets import SecretError, encrypt
+    from shared.trust.secrets import SecretError, encrypt
 
     raw = private.private_bytes(
         serialization.Encoding.Raw,
@@ -357,7 +357,7 @@ def _encrypt(private: Ed25519PrivateKey, settings: Settings) -> bytes:
 
 
 def _decrypt(row: ReceiptKey, settings: Settings) -> Ed25519PrivateKey:
-    from shared.secrets import decrypt
+    from shared.trust.secrets import decrypt
 
     assert row.private_key_enc is not None
     try:

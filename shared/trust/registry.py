@@ -31,8 +31,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from shared.core.contract import Contract, contract_hash
 from shared.core.lint import lint_skill_manifest, validate_contract
 from shared.core.skill import SkillManifest
-from shared.settings import Settings, get_settings
-from shared.skills import (
+from shared.runtime.settings import Settings, get_settings
+from shared.trust.skills import (
     MANIFEST_FILE,
     SkillError,
     load_trusted_keys,
@@ -53,7 +53,7 @@ __all__ = [
     "parse_document",
 ]
 
-SHIPPED_CONTRACTS_DIR = Path(__file__).resolve().parents[1] / "contracts"
+SHIPPED_CONTRACTS_DIR = Path(__file__).resolve().parents[2] / "contracts"
 SHIPPED_KEYS_DIR = SHIPPED_CONTRACTS_DIR / "keys"
 CONTRACT_SUFFIXES = (".yaml", ".yml", ".json")
 UNSIGNED = "unsigned"

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Protocol
 
-from shared.settings import Settings
+from shared.runtime.settings import Settings
 
 __all__ = [
     "LocalTokenBucket",

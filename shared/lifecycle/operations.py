@@ -31,14 +31,14 @@ from sqlalchemy import Table, bindparam, event, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from shared.audit import append_transition
 from shared.core.contract import Contract, contract_hash
 from shared.core.shown import shown_expected, shown_value
 from shared.core.state_machine import transition
 from shared.core.types import Decision, OperationFacts, OperationState
+from shared.db.audit import append_transition
 from shared.db.models import CustomContract, Operation
-from shared.registry import get_registry
-from shared.settings import Settings
+from shared.runtime.settings import Settings
+from shared.trust.registry import get_registry
 
 __all__ = [
     "ContractMismatch",
@@ -228,7 +228,7 @@ def change_state(
     ``changes`` are other columns written by the same fenced UPDATE (e.g. the action report);
     ``settings`` go to the receipt signer (default: the process settings); ``readings``, the
     latest readings ``decision`` was made from, read in this transaction, spare the receipt a
-    second read of them (see :func:`shared.receipts.issue_receipt`).
+    second read of them (see :func:`shared.lifecycle.receipts.issue_receipt`).
     Raises ``IllegalTransition`` when the lifecycle forbids the change. Returns False when the
     row changed underneath (another writer won); nothing is written then. A transition row is
     appended whenever the state, the verdict or the reason changes.
@@ -266,7 +266,7 @@ def change_state(
         # The receipt never reads the audit chain, so it is signed and stored before the
         # transition is appended: appending locks the workspace's chain until commit, and every
         # other state change of the workspace waits on that lock meanwhile.
-        from shared.receipts import issue_receipt
+        from shared.lifecycle.receipts import issue_receipt
 
         issue_receipt(session, op, now=now, settings=settings, latest=readings)
     if (target.value, verdict, reason) != previous:
@@ -298,7 +298,7 @@ def _count_committed_transitions(session: Session) -> None:
     states = session.info.pop(_COUNTS_KEY, None)
     if not states:
         return
-    from shared.observability import OPERATION_TRANSITIONS
+    from shared.runtime.observability import OPERATION_TRANSITIONS
 
     for state in states:
         OPERATION_TRANSITIONS.labels(state=state).inc()
@@ -395,7 +395,7 @@ def find_contract(
 
     A shipped contract id is looked up in the registry only: a workspace cannot shadow it
     (``POST /v1/contracts`` refuses shipped ids). Other ids are the workspace's own contracts.
-    Raises ``shared.registry.RegistryError`` when the shipped contracts cannot be loaded.
+    Raises ``shared.trust.registry.RegistryError`` when the shipped contracts cannot be loaded.
     """
     if get_registry().versions(contract_id):
         candidates = _shipped(contract_id, version)

@@ -5,9 +5,9 @@ comes later, in another task. Events stored in between would be missed by a deci
 those readings, so a decision does this itself, in its own transaction, before it decides:
 
 1. take the exclusive evidence locks of every key value its webhook channels find events by
-   (``shared.evidence_locks``; PostgreSQL), so no event carrying one of them commits until
+   (``shared.evidence.locks``; PostgreSQL), so no event carrying one of them commits until
    this transaction has;
-2. reduce each webhook channel over the events stored now (``shared.webhook_reading``);
+2. reduce each webhook channel over the events stored now (``shared.evidence.webhooks``);
 3. store a reduction as a new reading (``fence`` NULL: it belongs to no observation fence)
    unless the channel's latest reading is the same reduction and still young — then the
    decision uses that one and nothing is written.
@@ -28,8 +28,8 @@ from sqlalchemy.orm import Session
 from shared.core.contract import Contract
 from shared.core.expressions import EvaluationContext
 from shared.db.models import Observation, Operation
-from shared.evidence_locks import lock_evidence
-from shared.webhook_reading import evidence_keys, read_webhook
+from shared.evidence.locks import lock_evidence
+from shared.evidence.webhooks import evidence_keys, read_webhook
 
 __all__ = ["refresh_webhook_readings"]
 

@@ -13,9 +13,9 @@ in one workspace and provider:
   before it reads them, and holds them until it commits.
 
 So an event either committed before the decision read (the decision counts it) or commits after
-the decision did (the watch of a VERIFIED operation sees it: ``shared.watch``). Both sides take
-their locks in ascending order of lock id, so they cannot deadlock. SQLite needs none of this:
-every write transaction there begins ``IMMEDIATE`` and holds the database until it ends.
+the decision did (the watch of a VERIFIED operation sees it: ``shared.lifecycle.watch``). Both
+sides take their locks in ascending order of lock id, so they cannot deadlock. SQLite needs none of
+this: every write transaction there begins ``IMMEDIATE`` and holds the database until it ends.
 
 The lock id is the first 8 bytes of sha256 over (workspace, provider, value), as a signed 64-bit
 integer; two values that share an id only make one side wait for the other. A stored batch holds

@@ -41,8 +41,8 @@ from kombu.transport.sqlalchemy import models as kombu_sqla_models
 from kombu.utils.uuid import uuid
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from shared.datafiles import private_file, sqlite_file_of
-from shared.settings import Settings, get_settings
+from shared.runtime.datafiles import private_file, sqlite_file_of
+from shared.runtime.settings import Settings, get_settings
 
 __all__ = [
     "CORRELATE_QUEUE",
@@ -186,7 +186,7 @@ def configure(celery: Celery, settings: Settings) -> None:
     broker_url = settings.resolved_broker_url()
     broker_file = sqlite_file_of(broker_url)
     if broker_file is not None:
-        private_file(broker_file)  # 0600 in a 0700 data dir (shared.datafiles)
+        private_file(broker_file)  # 0600 in a 0700 data dir (shared.runtime.datafiles)
     embedded = broker_url.startswith(("sqla+", "sqlalchemy+"))
     celery.conf.update(
         broker_url=broker_url,

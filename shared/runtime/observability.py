@@ -75,7 +75,6 @@ __all__ = [
     "metrics_registry",
     "observe_queue_lag",
     "operation_id_from_path",
-    "operations_by_state",
     "record_verdict",
     "start_metrics_server",
 ]
@@ -139,14 +138,14 @@ REFUSAL_REASONS: frozenset[str] = frozenset(
         "client_disconnected",
         "unavailable",
         "internal_error",
-        # the signature (``shared.signatures.SignatureError.reason``)
+        # the signature (``shared.trust.signatures.SignatureError.reason``)
         "missing_header",
         "malformed_header",
         "no_v1_signature",
         "no_matching_signature",
         "timestamp_out_of_tolerance",
         "no_secret",
-        # the verified body (``shared.intake.MalformedEvent.reason``)
+        # the verified body (``shared.intake.store.MalformedEvent.reason``)
         "malformed_json",
         "malformed_event",
         "missing_event_id",
@@ -243,23 +242,6 @@ def metrics_registry(extra: Iterable[Collector] = ()) -> CollectorRegistry:
     for collector in extra:
         registry.register(collector)
     return registry
-
-
-def operations_by_state(engine: Any) -> Callable[[], dict[str, int]]:
-    """A ``count_by_state`` for :class:`OperationsByStateCollector` reading ``engine``."""
-
-    def count() -> dict[str, int]:
-        from sqlalchemy import func, select
-
-        from shared.db.models import Operation
-
-        with engine.connect() as conn:
-            rows = conn.execute(
-                select(Operation.state, func.count()).group_by(Operation.state)
-            ).all()
-        return {str(state): int(n) for state, n in rows}
-
-    return count
 
 
 def start_metrics_server(

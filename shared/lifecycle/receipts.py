@@ -1,8 +1,8 @@
 """Signed receipts for final verdicts: issuing, superseding, serving and checking them.
 
 - :func:`issue_receipt` signs the receipt of an operation that just reached a final state. It
-  runs inside :func:`shared.operations.change_state`'s transaction, so a final state and its
-  receipt are written together or not at all. When the operation already has a current receipt,
+  runs inside :func:`shared.lifecycle.operations.change_state`'s transaction, so a final state and
+  its receipt are written together or not at all. When the operation already has a current receipt,
   the new one names it in ``supersedes`` and the old row stops being current; its body and
   signature are never touched (safety rule 8).
 - :func:`check_late_evidence` is what a worker calls when an operation that is already VERIFIED
@@ -11,7 +11,7 @@
   transition issues the superseding receipt.
 - :func:`recheck_verified` (called by the evaluation of a rechecked operation) is how that new
   evidence is read: an event that names a watched VERIFIED operation schedules one more reading
-  of it (``shared.watch``), and the engine's answer over that reading goes to
+  of it (``shared.lifecycle.watch``), and the engine's answer over that reading goes to
   :func:`check_late_evidence`; a reading that could not be made is tried again.
 - :func:`verify_receipt_document` checks a receipt document against a key ring, offline.
 
@@ -19,7 +19,7 @@ Errors::
 
     ReceiptError
     └── ReceiptNotIssuable      the operation is open, or has no final verdict
-    ReceiptKeyError (shared.receipt_keys)   the signing key cannot be loaded
+    ReceiptKeyError (shared.lifecycle.receipt_keys)   the signing key cannot be loaded
 """
 
 from __future__ import annotations
@@ -43,14 +43,14 @@ from shared.core.receipt import (
     signing_payload,
 )
 from shared.core.types import ConditionResult, Decision, OperationState, Verdict
-from shared.receipt_keys import KeyRing, active_signing_key, sign_payload, verify_payload
+from shared.lifecycle.receipt_keys import KeyRing, active_signing_key, sign_payload, verify_payload
 
 if TYPE_CHECKING:
     from sqlalchemy import Table
     from sqlalchemy.orm import Session
 
     from shared.db.models import Operation, Receipt
-    from shared.settings import Settings
+    from shared.runtime.settings import Settings
 
 __all__ = [
     "LATE_CONTRADICTION",
@@ -354,7 +354,7 @@ def _issue_statements() -> _IssueStatements:
         from sqlalchemy import bindparam, insert, literal, select, true
 
         from shared.db.models import Receipt
-        from shared.receipt_keys import active_key_columns
+        from shared.lifecycle.receipt_keys import active_key_columns
 
         table = cast("Table", Receipt.__table__)
         one = select(literal(1).label("one")).subquery("one")
@@ -396,7 +396,7 @@ def issue_receipt(
 
     from shared.core.state_machine import is_final
     from shared.db.models import Receipt
-    from shared.operations import contract_for
+    from shared.lifecycle.operations import contract_for
 
     verdict = operation.verdict
     if not operation.final or not is_final(operation.state):
@@ -559,7 +559,7 @@ def check_late_evidence(
     stays valid for its ``valid_as_of``). Runs in the caller's transaction; returns the outcome
     and the new receipt when one was issued.
     """
-    from shared.operations import change_state
+    from shared.lifecycle.operations import change_state
 
     if operation.state != OperationState.VERIFIED or operation.verdict != Verdict.VERIFIED:
         return CheckOutcome.NOT_APPLICABLE, None
@@ -599,8 +599,8 @@ def check_late_evidence(
 # ---------------------------------------------------------------------------------------------
 # Rechecking a watched VERIFIED operation
 #
-# A VERIFIED operation is no longer observed, but it is watched (``shared.watch``): an event
-# that names it schedules one more observation (a new fence, due now). The observer reads an
+# A VERIFIED operation is no longer observed, but it is watched (``shared.lifecycle.watch``): an
+# event that names it schedules one more observation (a new fence, due now). The observer reads an
 # operation for which :func:`needs_recheck` holds even though it is final, and the evaluation of
 # such an operation goes through :func:`recheck_verified`: the engine decides over the fresh
 # readings and :func:`check_late_evidence` acts on the answer. A recheck that could not read
@@ -651,7 +651,7 @@ def _retry_recheck(session: Session, operation: Operation, timing: Any, now: dat
     operation_id, countdown = operation.id, (due - now).total_seconds()
 
     def dispatch(_session: Session) -> None:
-        from shared.scheduling import dispatch_observe
+        from shared.lifecycle.scheduling import dispatch_observe
 
         dispatch_observe(operation_id, fence, countdown_s=countdown)
 
@@ -679,7 +679,7 @@ def recheck_verified(
     from shared.core.engine import decide
     from shared.db.models import Observation as ObservationRow
     from shared.db.models import Operation as OperationRow
-    from shared.operations import contract_for, facts_for
+    from shared.lifecycle.operations import contract_for, facts_for
 
     if not needs_recheck(operation):
         return CheckOutcome.NOT_APPLICABLE, None

@@ -26,7 +26,7 @@ from shared.core.events import reduce_events
 from shared.core.expressions import EvaluationContext, resolve
 from shared.core.types import EventRecord, ObservationStatus
 from shared.db.models import Event, EventKey, Operation, OperationEvent
-from shared.readings import Reading, digest_of
+from shared.evidence.readings import Reading, digest_of
 
 __all__ = [
     "MAX_EVENTS",
@@ -71,7 +71,7 @@ def evidence_keys(
     op: Operation, contract: Contract, context: EvaluationContext
 ) -> dict[str, tuple[set[str], set[str]]]:
     """Per provider, the key values and event types the contract's webhook channels read:
-    what a decision locks (``shared.evidence_locks``) and what a watch indexes."""
+    what a decision locks (``shared.evidence.locks``) and what a watch indexes."""
     found: dict[str, tuple[set[str], set[str]]] = {}
     for channel in contract.channels:
         if channel.verifier != "webhook" or channel.webhook is None:

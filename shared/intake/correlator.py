@@ -12,12 +12,13 @@ with the operations they name, wakes the open ones they strongly correlate with,
 only then sends the ``observe`` messages of the wakes. Messages coalesce: one run takes every
 pending event, so a message that finds nothing left costs one indexed query. Wakes coalesce too:
 an operation whose due message no observer has begun to read keeps it
-(``shared.scheduling.wake_for_events``), so a burst of events for one operation costs one
+(``shared.lifecycle.scheduling.wake_for_events``), so a burst of events for one operation costs one
 message per reading, not one per event.
 
 Nothing is lost when a message is: the marker is in PostgreSQL, and the sweeper correlates
 events still pending after its grace (``services.verdict.sweeper``). An event that names a
-watched VERIFIED operation by a key it carries schedules a recheck of it (``shared.watch``).
+watched VERIFIED operation by a key it carries schedules a recheck of it
+(``shared.lifecycle.watch``).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Engine
 
 from shared.db.session import session_scope
-from shared.intake import correlate_backlog
-from shared.scheduling import dispatch_observe_now
+from shared.intake.store import correlate_backlog
+from shared.lifecycle.scheduling import dispatch_observe_now
 
 __all__ = ["BATCH", "MAX_ROUNDS", "correlate_pending"]
 

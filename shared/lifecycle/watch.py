@@ -10,7 +10,7 @@ operation it names gets a recheck (a new fence due now, the same marker an obser
 whatever the event's correlation links are — a second refund's ``refund.created`` names the
 charge, not the operation.
 
-The decision's evidence locks (``shared.evidence_locks``) make this complete: an event the
+The decision's evidence locks (``shared.evidence.locks``) make this complete: an event the
 decision did not count committed after the verdict did, so the correlator's look-up, which runs
 after the event committed, sees the watch. When the watch ends the verdict is settled: the
 sweeper deletes the expired rows (:func:`end_expired_watches`).

@@ -78,7 +78,7 @@ class ScheduleConflict(RuntimeError):
 
 
 def _max_countdown_s() -> float:
-    from shared.celery_app import MAX_COUNTDOWN_S
+    from shared.runtime.celery_app import MAX_COUNTDOWN_S
 
     return MAX_COUNTDOWN_S
 
@@ -119,7 +119,7 @@ def dispatch_observe(operation_id: str, fence: int, *, countdown_s: float) -> bo
     sweeper sends it when due) or the broker is unreachable (the sweeper re-sends it once it is
     overdue). Never raises for a broker failure: the schedule in the database is the record.
     """
-    from shared.celery_app import MAX_COUNTDOWN_S, OBSERVE_TASK, send
+    from shared.runtime.celery_app import MAX_COUNTDOWN_S, OBSERVE_TASK, send
 
     if countdown_s > MAX_COUNTDOWN_S:
         return False
@@ -148,7 +148,7 @@ def dispatch_observe_now(wakes: Sequence[tuple[str, int]]) -> bool:
     re-sends what is overdue (one ``observe`` message per operation). Never raises for a broker
     failure, as :func:`dispatch_observe`.
     """
-    from shared.celery_app import OBSERVE_MANY_TASK, WAKES_PER_MESSAGE, send_many
+    from shared.runtime.celery_app import OBSERVE_MANY_TASK, WAKES_PER_MESSAGE, send_many
 
     if not wakes:
         return True

@@ -1,0 +1,14 @@
+"""Runtime plumbing every process shares: settings, the data directory's files, the Celery
+application, logs and metrics, provider rate limits.
+
+Modules:
+
+- ``settings``      every ``PROVELY_*`` knob (pydantic-settings), read once per process
+- ``datafiles``     the embedded default's data directory and its owner-only files
+- ``celery_app``    the Celery application: queues, task names, broker settings, ``send``
+- ``observability`` structlog JSON logs and the Prometheus metrics of every service
+- ``ratelimit``     one token bucket per provider connection, for readbacks
+
+May import: ``shared.core`` and libraries. Knows nothing of the record (``shared.db``) or of
+operations: a collector that needs a database figure is handed a function that reads it.
+"""

@@ -281,7 +281,7 @@ def _create_ops(
     from shared.core.contract import contract_hash
     from shared.db.models import Operation
     from shared.db.session import session_scope
-    from shared.lifecycle.operations import find_contract
+    from shared.lifecycle.contracts import find_contract
     from shared.lifecycle.scheduling import dispatch_observe, schedule_observation
 
     made: list[tuple[str, int]] = []

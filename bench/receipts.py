@@ -32,14 +32,14 @@ sys.path.insert(0, str(ROOT))
 
 from bench.doc_rows import add_row  # noqa: E402
 from shared.core.receipt import receipt_document, signing_payload  # noqa: E402
-from shared.lifecycle.receipt_keys import (  # noqa: E402
+from shared.lifecycle.receipt_check import verify_receipt_document  # noqa: E402
+from shared.lifecycle.receipt_keyring import (  # noqa: E402
     KeyRing,
     generate_private_key,
     key_id_for,
     public_key_b64,
     sign_payload,
 )
-from shared.lifecycle.receipts import verify_receipt_document  # noqa: E402
 from tests.unit.receipts.factory import sample_body  # noqa: E402
 
 PG = os.environ.get("PROVELY_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -173,7 +173,7 @@ def connection_set(
 ) -> None:
     """Create or replace a workspace's connection to a provider (secrets encrypted at rest)."""
     from shared.db.tenants import TenantError, set_connection
-    from shared.lifecycle.operations import provider_skill
+    from shared.lifecycle.contracts import provider_skill
 
     skill = None if provider == "http" else provider_skill(provider)
     if provider == "http" and not base_url:

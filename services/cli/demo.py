@@ -138,7 +138,7 @@ class EmbeddedDemoSystem:
 
         from shared.db.session import get_engine, session_scope
         from shared.db.tenants import set_connection
-        from shared.lifecycle.operations import provider_skill
+        from shared.lifecycle.contracts import provider_skill
 
         settings = self._settings()
         skill = provider_skill("stripe")

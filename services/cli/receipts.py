@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 
 if TYPE_CHECKING:
-    from shared.lifecycle.receipt_keys import KeyRing
-    from shared.lifecycle.receipts import VerificationResult
+    from shared.lifecycle.receipt_check import VerificationResult
+    from shared.lifecycle.receipt_keyring import KeyRing
 
 __all__ = ["register"]
 
@@ -54,7 +54,8 @@ def _keys_from_database() -> KeyRing:
     from sqlalchemy.exc import SQLAlchemyError
 
     from shared.db.session import make_engine, session_scope
-    from shared.lifecycle.receipt_keys import keyring_from_rows, list_receipt_keys
+    from shared.lifecycle.receipt_keyring import keyring_from_rows
+    from shared.lifecycle.receipt_keys import list_receipt_keys
     from shared.runtime.settings import get_settings
 
     url = get_settings().resolved_database_url()
@@ -77,7 +78,7 @@ def _keys_from_database() -> KeyRing:
 
 
 def _load_keyring(source: str | None) -> KeyRing:
-    from shared.lifecycle.receipt_keys import KeyRing, KeyRingError
+    from shared.lifecycle.receipt_keyring import KeyRing, KeyRingError
 
     if source is None:
         return _keys_from_database()
@@ -121,7 +122,11 @@ def verify(
 ) -> None:
     """Check a receipt's signature offline: exit 0 valid, 1 tampered, 2 cannot check."""
     from shared.core.receipt import MalformedReceipt, parse_receipt_document
-    from shared.lifecycle.receipts import Verification, VerificationResult, verify_receipt_document
+    from shared.lifecycle.receipt_check import (
+        Verification,
+        VerificationResult,
+        verify_receipt_document,
+    )
 
     try:
         data = _read_receipt(file)
@@ -198,7 +203,8 @@ def keys_command() -> None:
     """Print the public key list (the JSON of GET /v1/receipts/keys), for offline checks."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from shared.lifecycle.receipt_keys import keys_document, list_receipt_keys
+    from shared.lifecycle.receipt_keyring import keys_document
+    from shared.lifecycle.receipt_keys import list_receipt_keys
 
     try:
         with _database_session() as session:
@@ -215,7 +221,8 @@ def rotate_key() -> None:
 
     from sqlalchemy.exc import SQLAlchemyError
 
-    from shared.lifecycle.receipt_keys import ReceiptKeyError, rotate_receipt_key
+    from shared.lifecycle.receipt_keyring import ReceiptKeyError
+    from shared.lifecycle.receipt_keys import rotate_receipt_key
 
     try:
         with _database_session() as session:

@@ -841,8 +841,8 @@ async def open_workspace(system: System, sandbox: Sandbox, name: str) -> Workspa
 async def _verify_receipt(api: httpx.AsyncClient, op: Mapping[str, Any]) -> tuple[bool, str]:
     """Check the operation's receipt offline with the served keys; it must also say what the
     operation resource says about claiming completion (one rule for every view)."""
-    from shared.lifecycle.receipt_keys import KeyRing, KeyRingError
-    from shared.lifecycle.receipts import Verification, verify_receipt_document
+    from shared.lifecycle.receipt_check import Verification, verify_receipt_document
+    from shared.lifecycle.receipt_keyring import KeyRing, KeyRingError
 
     receipt = await api.get(f"/v1/operations/{op['id']}/receipt")
     if receipt.status_code != 200:

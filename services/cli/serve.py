@@ -74,7 +74,7 @@ def _use_multiprocess_metrics() -> None:
 
 
 def _setup_logging(*, http: bool = False) -> None:
-    from shared.runtime.observability import configure_logging
+    from shared.runtime.logs import configure_logging
     from shared.runtime.settings import get_settings
 
     settings = get_settings()
@@ -112,7 +112,7 @@ def ingress_app() -> Any:
     collection otherwise walks all of it, and under load that held the event loop for 60 to 100 ms
     at a time (see docs/benchmarks.md, "Ingest")."""
     _setup_logging(http=True)
-    from shared.runtime.observability import install_celery_hooks
+    from shared.runtime.celery_hooks import install_celery_hooks
 
     install_celery_hooks()
     from services.ingress.app import create_app
@@ -139,7 +139,7 @@ def _serve_metrics(port: int | None, extra: Any = ()) -> None:
     """Start this process's metrics endpoint on ``PROVELY_METRICS_HOST:port`` (a thread)."""
     if port is None:
         return
-    from shared.runtime.observability import start_metrics_server
+    from shared.runtime.metrics import start_metrics_server
     from shared.runtime.settings import get_settings
 
     host = get_settings().metrics_host
@@ -148,7 +148,7 @@ def _serve_metrics(port: int | None, extra: Any = ()) -> None:
     except OSError as exc:
         # A service's streams carry JSON lines only: said as a log line, not a bare sentence
         # (a kept worker is started again and tries once more).
-        from shared.runtime.observability import get_logger
+        from shared.runtime.logs import get_logger
 
         get_logger("provely.serve").error(
             f"cannot serve metrics on {host}:{port}: {exc.strerror}",
@@ -239,11 +239,9 @@ def _run_worker(
     from celery import signals
 
     from shared.runtime.celery_app import app as celery_app
-    from shared.runtime.observability import (
-        get_logger,
-        install_celery_hooks,
-        mark_process_dead,
-    )
+    from shared.runtime.celery_hooks import install_celery_hooks
+    from shared.runtime.logs import get_logger
+    from shared.runtime.metrics import mark_process_dead
 
     def keep_our_logging(**_: Any) -> None:
         """Connected so that Celery leaves the logging configured above alone."""
@@ -336,7 +334,7 @@ def _keep_running(role: str, args: list[str]) -> int:
     _setup_logging()
     from services.cli.keeper import WorkerKeeper
     from services.cli.up import provely_argv
-    from shared.runtime.observability import get_logger
+    from shared.runtime.logs import get_logger
 
     keeper = WorkerKeeper(role=role, argv=provely_argv(*args), log=get_logger("provely.serve"))
     keeper.install_signal_handlers()
@@ -481,7 +479,8 @@ def sweeper(
     settings = get_settings()
     port = _metrics_port(metrics_port)
     _setup_logging()
-    from shared.runtime.observability import get_logger, install_celery_hooks
+    from shared.runtime.celery_hooks import install_celery_hooks
+    from shared.runtime.logs import get_logger
 
     install_celery_hooks()
     _serve_metrics(port)
@@ -517,7 +516,8 @@ def metrics(
     _setup_logging()
     from shared.db.counts import operations_by_state
     from shared.db.session import get_engine
-    from shared.runtime.observability import OperationsByStateCollector, get_logger
+    from shared.runtime.logs import get_logger
+    from shared.runtime.metrics import OperationsByStateCollector
 
     engine = get_engine(settings.resolved_database_url())
     # Only the database's figures: this process's own counters say nothing of the system.

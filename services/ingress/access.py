@@ -7,7 +7,7 @@
    response.
 2. :class:`AccessLog`: binds ``request_id`` (and the path's ``operation_id``) to every log
    line written while the request runs — the Celery messages it sends carry the request id on
-   (``shared.runtime.observability.install_celery_hooks``) — and writes one ``http.request`` line
+   (``shared.runtime.celery_hooks.install_celery_hooks``) — and writes one ``http.request`` line
    when it ends, with fields rather than a sentence: ``method``, ``path``, ``query`` (secrets
    redacted: :func:`redact_query`), ``status``, ``duration_ms``, ``client``.
 3. ``prometheus-fastapi-instrumentator``: ``provely_http_requests_total`` and
@@ -28,7 +28,7 @@ from prometheus_fastapi_instrumentator import metrics
 from prometheus_fastapi_instrumentator.middleware import PrometheusInstrumentatorMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shared.runtime.observability import get_logger, operation_id_from_path
+from shared.runtime.logs import get_logger, operation_id_from_path
 
 __all__ = ["REQUEST_ID_HEADER", "AccessLog", "observed", "redact_query"]
 

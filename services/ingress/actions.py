@@ -31,15 +31,14 @@ from shared.db.audit import append_transition
 from shared.db.models import Operation, Workspace
 from shared.db.tenants import new_id
 from shared.intake.store import correlate_pending_events, lock_correlation
-from shared.lifecycle.operations import (
+from shared.lifecycle.contracts import (
     ContractNotFound,
     ResolvedContract,
-    change_state,
     contract_for,
-    facts_for,
     find_contract,
     provider_skill,
 )
+from shared.lifecycle.operations import change_state, facts_for
 from shared.lifecycle.scheduling import schedule_observation, wake
 from shared.runtime.settings import Settings
 

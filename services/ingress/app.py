@@ -190,7 +190,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from shared.runtime import celery_app
 
     celery_app.configure(celery_app.app, settings)
-    from shared.runtime.observability import install_celery_hooks
+    from shared.runtime.celery_hooks import install_celery_hooks
 
     install_celery_hooks()  # the messages a request sends carry its request id
 

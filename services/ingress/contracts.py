@@ -10,7 +10,7 @@ from services.ingress.deps import Caller, app_engine, transaction
 from services.ingress.problems import ApiError, error_responses
 from services.ingress.schemas import ContractDetail, ContractList, ContractSummary
 from shared.core.render import render_page
-from shared.lifecycle.operations import (
+from shared.lifecycle.contracts import (
     ContractNotFound,
     ResolvedContract,
     find_contract,

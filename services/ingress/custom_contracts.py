@@ -5,7 +5,7 @@ The body is the contract document, YAML or JSON as its ``Content-Type`` says. It
 lint`` — and, when clean, stored in ``custom_contracts`` for the caller's workspace only. Other
 workspaces never see it (``GET /v1/contracts`` lists shipped contracts and the caller's own) and
 cannot bind operations to it. An operation created on it keeps deciding with exactly the stored
-document (``shared.lifecycle.operations.contract_for`` checks the hash).
+document (``shared.lifecycle.contracts.contract_for`` checks the hash).
 
 Answers:
 

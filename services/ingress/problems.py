@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.core import IllegalTransition
 from shared.core.storable import Unstorable
-from shared.lifecycle.operations import ContractNotFound
+from shared.lifecycle.contracts import ContractNotFound
 from shared.lifecycle.scheduling import ScheduleConflict
 from shared.trust.registry import RegistryError
 

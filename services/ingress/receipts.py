@@ -21,12 +21,8 @@ from services.ingress.deps import Caller, app_engine, app_settings, now, transac
 from services.ingress.operations import OperationId
 from services.ingress.problems import ApiError, error_responses
 from shared.db.models import Receipt
-from shared.lifecycle.receipt_keys import (
-    ReceiptKeyError,
-    ensure_active_key,
-    keys_document,
-    list_receipt_keys,
-)
+from shared.lifecycle.receipt_keyring import ReceiptKeyError, keys_document
+from shared.lifecycle.receipt_keys import ensure_active_key, list_receipt_keys
 from shared.lifecycle.receipts import current_receipt, receipt_document_for
 
 __all__ = ["router"]

@@ -29,7 +29,8 @@ from shared.core.retry import retry_guidance
 from shared.core.shown import shown_expected, shown_value
 from shared.core.types import OperationState, Verdict
 from shared.db.models import Event, Observation, Operation, OperationEvent, Receipt, Transition
-from shared.lifecycle.operations import ContractNotFound, contract_for, facts_for
+from shared.lifecycle.contracts import ContractNotFound, contract_for
+from shared.lifecycle.operations import facts_for
 from shared.trust.registry import RegistryError
 
 __all__ = ["operation_view", "receipt_url", "timeline_view"]

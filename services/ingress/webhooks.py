@@ -636,9 +636,9 @@ def _metric(name: str, *labels: str) -> None:
     key = (name, *labels)
     child = _METRICS.get(key)
     if child is None:
-        from shared.runtime import observability
+        from shared.runtime import metrics
 
-        child = _METRICS[key] = getattr(observability, name).labels(*labels)
+        child = _METRICS[key] = getattr(metrics, name).labels(*labels)
     child.inc()
 
 

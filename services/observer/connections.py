@@ -54,7 +54,7 @@ def auth_headers(scheme: str, api_key: str | None, header: str | None = None) ->
 
 
 def _skill_rate(provider: str) -> float | None:
-    from shared.lifecycle.operations import provider_skill
+    from shared.lifecycle.contracts import provider_skill
 
     try:
         skill = provider_skill(provider)

@@ -48,10 +48,10 @@ from shared.db.session import get_engine, read_connection, session_scope
 from shared.evidence.readings import Reading
 from shared.evidence.webhooks import read_webhook
 from shared.lifecycle.contract_cache import cached_contract_for
+from shared.lifecycle.late_evidence import needs_recheck
 from shared.lifecycle.operations import change_state, facts_for
-from shared.lifecycle.receipts import needs_recheck
 from shared.lifecycle.scheduling import OBSERVABLE_STATES, OBSERVE_LEAD_S, claim_reading
-from shared.runtime.observability import bind_operation
+from shared.runtime.logs import bind_operation
 from shared.runtime.ratelimit import RateLimiter, bucket_for
 from shared.runtime.settings import Settings, get_settings
 
@@ -477,7 +477,7 @@ def _row(op: Operation, fence: int, reading: Reading) -> dict[str, Any]:
 
 def _record_metrics(readings: list[Reading], *, contract_channels: dict[str, str]) -> None:
     try:
-        from shared.runtime.observability import OBSERVATION_LATENCY
+        from shared.runtime.metrics import OBSERVATION_LATENCY
     except Exception:  # metrics are optional
         return
     for reading in readings:

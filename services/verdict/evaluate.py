@@ -48,8 +48,8 @@ from shared.db.session import session_scope
 from shared.evidence.view import refresh_webhook_readings
 from shared.evidence.webhooks import evidence_keys
 from shared.lifecycle.contract_cache import cached_contract_for
+from shared.lifecycle.late_evidence import needs_recheck, recheck_verified
 from shared.lifecycle.operations import change_state, facts_for
-from shared.lifecycle.receipts import needs_recheck, recheck_verified
 from shared.lifecycle.scheduling import ScheduleConflict, schedule_observation
 from shared.lifecycle.watch import start_watch, watch_until
 from shared.runtime.settings import Settings
@@ -298,7 +298,7 @@ def _schedule_next(
 
 def _record_verdict(decision: Decision) -> None:
     try:
-        from shared.runtime.observability import record_verdict
+        from shared.runtime.metrics import record_verdict
     except Exception:  # metrics are optional
         return
     record_verdict(decision.verdict.value, decision.reason)

@@ -1,6 +1,6 @@
 """Database-wide figures for the metrics gauges (``provely serve metrics``).
 
-The collectors live in ``shared.runtime.observability``, which knows nothing of the record:
+The collectors live in ``shared.runtime.metrics``, which knows nothing of the record:
 each is handed a function from here that reads its figure.
 """
 
@@ -17,7 +17,7 @@ __all__ = ["operations_by_state"]
 
 
 def operations_by_state(engine: Any) -> Callable[[], dict[str, int]]:
-    """A ``count_by_state`` for :class:`shared.runtime.observability.OperationsByStateCollector`
+    """A ``count_by_state`` for :class:`shared.runtime.metrics.OperationsByStateCollector`
     reading ``engine``."""
 
     def count() -> dict[str, int]:

@@ -534,7 +534,7 @@ def contract_of(session: Session, operation: Operation) -> Contract | None:
     contract = _registry_contract(operation.contract_hash)
     if contract is not None:
         return contract
-    from shared.lifecycle.operations import ContractNotFound, contract_for
+    from shared.lifecycle.contracts import ContractNotFound, contract_for
 
     try:
         return contract_for(session, operation)

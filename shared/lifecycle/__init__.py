@@ -3,13 +3,21 @@ VERIFIED, receipts and their signing keys.
 
 Modules:
 
-- ``operations``     the one place that changes an operation's state (``change_state``)
-- ``scheduling``     fences, due times, wake-ups, and the ``observe`` messages sent after commit
-- ``watch``          the watch after VERIFIED: watch keys, rechecks, ended watches
-- ``receipts``       issuing, superseding, serving and checking signed receipts
-- ``receipt_keys``   Ed25519 receipt keys: rotation and the public key ring
-- ``contract_cache`` an operation's contract, memoised per worker process
-- ``warmup``         a worker's preload and warm-up before its first task
+- ``operations``       the one place that changes an operation's state (``change_state``)
+- ``contracts``        the contract an operation is bound to; contract look-ups; provider skills
+- ``contract_cache``   an operation's contract, memoised per worker process
+- ``scheduling``       fences, due times, wake-ups, and the ``observe`` messages sent after commit
+- ``watch``            the watch after VERIFIED: watch keys and events that name them
+- ``late_evidence``    rechecks of a watched VERIFIED operation; a late contradiction
+- ``receipts``         issuing (and superseding) and serving signed receipts
+- ``receipt_evidence`` what a receipt cites: conditions, correlation, evidence
+- ``receipt_keys``     the receipt signing key in the record: storage and rotation
+- ``receipt_keyring``  key ids, signatures, key files and the public key ring
+- ``receipt_check``    checking a receipt document offline
+- ``warmup``           a worker's preload and warm-up before its first task
+
+Within the package imports point one way: ``late_evidence`` → ``operations`` → ``receipts`` →
+``receipt_evidence``, ``receipt_keys`` → ``receipt_keyring``; ``contracts`` is below them all.
 
 May import: ``shared.evidence``, ``shared.db``, ``shared.trust``, ``shared.runtime``,
 ``shared.core`` and libraries; never the intake.

@@ -1,6 +1,6 @@
 """The contract of an operation, memoised per process for the workers.
 
-``shared.lifecycle.operations.contract_for`` loads the contract an operation was created with and
+``shared.lifecycle.contracts.contract_for`` loads the contract an operation was created with and
 checks it against the operation's contract hash. The hash pins the content, so once checked the same
 (workspace, contract id, version, custom row, hash) always names the same contract: workers keep
 it in a small LRU instead of a database query and a model validation per task.
@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from shared.lifecycle.operations import contract_for
+from shared.lifecycle.contracts import contract_for
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session

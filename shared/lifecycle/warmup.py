@@ -18,7 +18,7 @@ __all__ = ["preload", "warm_up"]
 log = logging.getLogger(__name__)
 
 _MODULES = (
-    "shared.runtime.observability",
+    "shared.runtime.metrics",
     "shared.trust.secrets",
     "shared.lifecycle.receipts",
     "shared.lifecycle.operations",
@@ -34,7 +34,7 @@ def preload() -> None:
     try:
         for name in _MODULES:
             importlib.import_module(name)
-        from shared.lifecycle.operations import shipped_contracts
+        from shared.lifecycle.contracts import shipped_contracts
 
         shipped_contracts()
     except Exception:

@@ -3,11 +3,13 @@ application, logs and metrics, provider rate limits.
 
 Modules:
 
-- ``settings``      every ``PROVELY_*`` knob (pydantic-settings), read once per process
-- ``datafiles``     the embedded default's data directory and its owner-only files
-- ``celery_app``    the Celery application: queues, task names, broker settings, ``send``
-- ``observability`` structlog JSON logs and the Prometheus metrics of every service
-- ``ratelimit``     one token bucket per provider connection, for readbacks
+- ``settings``     every ``PROVELY_*`` knob (pydantic-settings), read once per process
+- ``datafiles``    the embedded default's data directory and its owner-only files
+- ``celery_app``   the Celery application: queues, task names, broker settings, ``send``
+- ``logs``         structlog: one JSON line per log record, the operation id bound to it
+- ``metrics``      the Prometheus metrics of every service, and where they are served
+- ``celery_hooks`` a task's context in its logs, its queue lag and outcome in the metrics
+- ``ratelimit``    one token bucket per provider connection, for readbacks
 
 May import: ``shared.core`` and libraries. Knows nothing of the record (``shared.db``) or of
 operations: a collector that needs a database figure is handed a function that reads it.

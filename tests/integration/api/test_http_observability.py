@@ -18,7 +18,8 @@ import structlog
 from prometheus_client import REGISTRY, generate_latest
 from sqlalchemy import Engine
 
-from shared.runtime.observability import REQUEST_ID_HEADER, configure_logging
+from shared.runtime.celery_hooks import REQUEST_ID_HEADER
+from shared.runtime.logs import configure_logging
 from tests.integration.api.conftest import Api, build_api
 
 pytestmark = pytest.mark.integration

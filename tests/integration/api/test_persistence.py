@@ -16,7 +16,8 @@ from shared.core.types import OperationState
 from shared.db.audit import append_transition, verify_chain
 from shared.db.models import Base, Operation, Transition, Workspace
 from shared.db.session import session_factory, session_scope
-from shared.lifecycle.operations import change_state, contract_for, facts_for, find_contract
+from shared.lifecycle.contracts import contract_for, find_contract
+from shared.lifecycle.operations import change_state, facts_for
 
 pytestmark = pytest.mark.integration
 

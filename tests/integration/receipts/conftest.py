@@ -23,7 +23,8 @@ from shared.db.audit import append_transition
 from shared.db.models import Event, Operation, OperationEvent, Workspace
 from shared.db.models import Observation as ObservationRow
 from shared.evidence.webhooks import evidence_keys
-from shared.lifecycle.operations import change_state, contract_for, facts_for, find_contract
+from shared.lifecycle.contracts import contract_for, find_contract
+from shared.lifecycle.operations import change_state, facts_for
 from shared.lifecycle.watch import start_watch, watch_until
 from shared.runtime.settings import Settings, get_settings
 

@@ -16,7 +16,7 @@ from shared.core.receipt import document_bytes
 from shared.db.models import Operation
 from shared.db.session import session_scope
 from shared.db.tenants import create_workspace
-from shared.lifecycle.receipts import check_late_evidence
+from shared.lifecycle.late_evidence import check_late_evidence
 from shared.runtime.settings import Settings
 from tests.integration.api.live import LiveServer
 from tests.integration.receipts.conftest import T0, RefundFlow

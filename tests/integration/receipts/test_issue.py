@@ -14,24 +14,21 @@ from shared.core.receipt import document_bytes, signing_payload
 from shared.db.models import Event, Operation, Receipt, ReceiptKey
 from shared.db.models import Observation as ObservationRow
 from shared.db.session import session_scope
-from shared.lifecycle.receipt_keys import (
+from shared.lifecycle.receipt_check import Verification, verify_receipt_document
+from shared.lifecycle.receipt_keyring import (
     ReceiptKeyError,
-    active_signing_key,
     generate_private_key,
     key_id_for,
     keyring_from_rows,
     keys_document,
-    list_receipt_keys,
-    rotate_receipt_key,
     write_private_key_file,
 )
+from shared.lifecycle.receipt_keys import active_signing_key, list_receipt_keys, rotate_receipt_key
 from shared.lifecycle.receipts import (
     ReceiptNotIssuable,
-    Verification,
     current_receipt,
     issue_receipt,
     receipt_document_for,
-    verify_receipt_document,
 )
 from shared.runtime.settings import Settings, get_settings
 from tests.integration.receipts.conftest import T0, RefundFlow

@@ -10,16 +10,11 @@ from sqlalchemy import select
 from shared.core.receipt import document_bytes
 from shared.db.models import Operation, Receipt, Transition
 from shared.db.session import session_scope
-from shared.lifecycle.receipt_keys import keyring_from_rows, list_receipt_keys
-from shared.lifecycle.receipts import (
-    LATE_CONTRADICTION,
-    CheckOutcome,
-    Verification,
-    check_late_evidence,
-    current_receipt,
-    receipt_document_for,
-    verify_receipt_document,
-)
+from shared.lifecycle.late_evidence import LATE_CONTRADICTION, CheckOutcome, check_late_evidence
+from shared.lifecycle.receipt_check import Verification, verify_receipt_document
+from shared.lifecycle.receipt_keyring import keyring_from_rows
+from shared.lifecycle.receipt_keys import list_receipt_keys
+from shared.lifecycle.receipts import current_receipt, receipt_document_for
 from tests.integration.receipts.conftest import T0, RefundFlow
 
 pytestmark = pytest.mark.integration

@@ -15,8 +15,8 @@ from shared.core.types import Observation, ObservationStatus
 from shared.db.models import Observation as ObservationRow
 from shared.db.models import Operation
 from shared.db.session import session_scope
-from shared.lifecycle.operations import contract_for
-from shared.lifecycle.receipts import CheckOutcome, needs_recheck, recheck_verified
+from shared.lifecycle.contracts import contract_for
+from shared.lifecycle.late_evidence import CheckOutcome, needs_recheck, recheck_verified
 from shared.lifecycle.watch import rechecks_for_events, request_rechecks
 from tests.integration.receipts.conftest import T0, RefundFlow
 

@@ -13,14 +13,11 @@ from sqlalchemy import Engine, func, select
 from shared.core.receipt import document_bytes
 from shared.db.models import Operation, Receipt
 from shared.db.session import session_scope
-from shared.lifecycle.receipt_keys import keyring_from_rows, list_receipt_keys
-from shared.lifecycle.receipts import (
-    CheckOutcome,
-    Verification,
-    check_late_evidence,
-    receipt_document_for,
-    verify_receipt_document,
-)
+from shared.lifecycle.late_evidence import CheckOutcome, check_late_evidence
+from shared.lifecycle.receipt_check import Verification, verify_receipt_document
+from shared.lifecycle.receipt_keyring import keyring_from_rows
+from shared.lifecycle.receipt_keys import list_receipt_keys
+from shared.lifecycle.receipts import receipt_document_for
 from shared.runtime.settings import get_settings
 from tests.integration.receipts.conftest import T0, RefundFlow
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from services.cli.main import app as cli
 from shared.db.models import CustomContract, Operation
 from shared.db.session import session_scope
-from shared.lifecycle.operations import contract_for
+from shared.lifecycle.contracts import contract_for
 from shared.trust.registry import SHIPPED_CONTRACTS_DIR
 from tests.integration.registry.conftest import Api
 

@@ -17,7 +17,8 @@ from shared.core.engine import decide
 from shared.core.types import Observation, ObservationStatus, Verdict
 from shared.db.models import Operation
 from shared.db.session import session_scope
-from shared.lifecycle.operations import contract_for, facts_for, find_contract
+from shared.lifecycle.contracts import contract_for, find_contract
+from shared.lifecycle.operations import facts_for
 from shared.trust.registry import SHIPPED_CONTRACTS_DIR, get_registry
 from shared.trust.skills import load_private_key, sign_skill, write_keypair
 from tests.integration.registry.conftest import Api

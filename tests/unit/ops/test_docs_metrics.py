@@ -1,7 +1,7 @@
 """docs/operations.md names only metrics and label values that exist.
 
 The alerting rules in the page are parsed (the YAML block), and every selector of every
-expression is checked against ``shared.runtime.observability.LABEL_VALUES``: the metric is exported,
+expression is checked against ``shared.runtime.metrics.LABEL_VALUES``: the metric is exported,
 each label it matches on exists, and each value (each alternative of a ``=~"a|b"``) is one the
 code gives where the values are a closed set. ``REFUSAL_REASONS`` is checked against the code
 that refuses deliveries, so a new refusal reason cannot go uncounted in the docs.
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.runtime.observability import LABEL_VALUES, REFUSAL_REASONS
+from shared.runtime.metrics import LABEL_VALUES, REFUSAL_REASONS
 
 REPO = Path(__file__).resolve().parents[3]
 DOC = REPO / "docs" / "operations.md"

@@ -9,7 +9,7 @@ import logging
 import structlog
 from prometheus_client import generate_latest
 
-from shared.runtime import observability as obs
+from shared.runtime import celery_hooks, logs, metrics
 
 
 def _lines(stream: io.StringIO) -> list[dict[str, object]]:
@@ -18,12 +18,12 @@ def _lines(stream: io.StringIO) -> list[dict[str, object]]:
 
 def test_json_logs_carry_the_bound_operation_id() -> None:
     stream = io.StringIO()
-    obs.configure_logging(level="INFO", json=True, stream=stream)
+    logs.configure_logging(level="INFO", json=True, stream=stream)
     try:
-        with obs.bind_operation("op_123", fence=2):
-            obs.get_logger("test").info("observation.done", channel="refund_readback")
+        with logs.bind_operation("op_123", fence=2):
+            logs.get_logger("test").info("observation.done", channel="refund_readback")
             logging.getLogger("plain.stdlib").warning("from the standard library")
-        obs.get_logger("test").info("outside")
+        logs.get_logger("test").info("outside")
     finally:
         structlog.contextvars.clear_contextvars()
         structlog.reset_defaults()
@@ -40,27 +40,27 @@ def test_json_logs_carry_the_bound_operation_id() -> None:
 
 
 def test_operation_id_is_read_from_api_paths() -> None:
-    assert obs.operation_id_from_path("/v1/operations/op_abc/action") == "op_abc"
-    assert obs.operation_id_from_path("/v1/operations/op_abc") == "op_abc"
-    assert obs.operation_id_from_path("/v1/operations") is None
-    assert obs.operation_id_from_path("/v1/events/stripe/ws_1") is None
+    assert logs.operation_id_from_path("/v1/operations/op_abc/action") == "op_abc"
+    assert logs.operation_id_from_path("/v1/operations/op_abc") == "op_abc"
+    assert logs.operation_id_from_path("/v1/operations") is None
+    assert logs.operation_id_from_path("/v1/events/stripe/ws_1") is None
 
 
 def test_registry_exposes_every_documented_metric() -> None:
-    obs.EVENTS_RECEIVED.labels(provider="stripe").inc()
-    obs.EVENTS_DEDUPLICATED.labels(provider="stripe").inc()
-    obs.EVENTS_REFUSED.labels(provider="stripe", reason="no_matching_signature").inc()
-    obs.OPERATION_TRANSITIONS.labels(state="VERIFIED").inc()
-    obs.OBSERVATION_LATENCY.labels(channel="c", verifier="http", status="ok").observe(0.02)
-    obs.record_verdict("VERIFIED", "all_conditions_hold")
-    obs.TASKS.labels(task="provely.observe", outcome="SUCCESS").inc()
+    metrics.EVENTS_RECEIVED.labels(provider="stripe").inc()
+    metrics.EVENTS_DEDUPLICATED.labels(provider="stripe").inc()
+    metrics.EVENTS_REFUSED.labels(provider="stripe", reason="no_matching_signature").inc()
+    metrics.OPERATION_TRANSITIONS.labels(state="VERIFIED").inc()
+    metrics.OBSERVATION_LATENCY.labels(channel="c", verifier="http", status="ok").observe(0.02)
+    metrics.record_verdict("VERIFIED", "all_conditions_hold")
+    metrics.TASKS.labels(task="provely.observe", outcome="SUCCESS").inc()
     from datetime import UTC, datetime, timedelta
 
     now = datetime.now(UTC)
-    obs.observe_queue_lag("observe", now - timedelta(seconds=2), now)
-    obs.observe_queue_lag("observe", None, now)  # nothing due: nothing recorded
-    registry = obs.metrics_registry(
-        [obs.OperationsByStateCollector(lambda: {"PENDING": 3, "VERIFIED": 7})]
+    metrics.observe_queue_lag("observe", now - timedelta(seconds=2), now)
+    metrics.observe_queue_lag("observe", None, now)  # nothing due: nothing recorded
+    registry = metrics.metrics_registry(
+        [metrics.OperationsByStateCollector(lambda: {"PENDING": 3, "VERIFIED": 7})]
     )
     text = generate_latest(registry).decode()
     for name in (
@@ -83,16 +83,16 @@ def test_a_failing_database_count_does_not_break_the_scrape() -> None:
     def broken() -> dict[str, int]:
         raise RuntimeError("database away")
 
-    registry = obs.metrics_registry([obs.OperationsByStateCollector(broken)])
+    registry = metrics.metrics_registry([metrics.OperationsByStateCollector(broken)])
     text = generate_latest(registry).decode()
     assert "provely_operations" in text
     assert "provely_operations{state=" not in text
 
 
 def test_task_operation_id_from_args_or_kwargs() -> None:
-    assert obs._task_operation_id(["op_1", 3], {}) == "op_1"
-    assert obs._task_operation_id([], {"operation_id": "op_2"}) == "op_2"
-    assert obs._task_operation_id(["x"], {}) is None
+    assert celery_hooks._task_operation_id(["op_1", 3], {}) == "op_1"
+    assert celery_hooks._task_operation_id([], {"operation_id": "op_2"}) == "op_2"
+    assert celery_hooks._task_operation_id(["x"], {}) is None
 
 
 def test_observe_many_names_each_operation_on_its_thread_and_keeps_the_task_context() -> None:
@@ -104,11 +104,11 @@ def test_observe_many_names_each_operation_on_its_thread_and_keeps_the_task_cont
 
     class Logging(Observer):
         def observe(self, operation_id: str, fence: int) -> ObserveOutcome:
-            obs.get_logger("test").info("reading", fence=fence)
+            logs.get_logger("test").info("reading", fence=fence)
             return ObserveOutcome.OBSERVED
 
     stream = io.StringIO()
-    obs.configure_logging(level="INFO", json=True, stream=stream)
+    logs.configure_logging(level="INFO", json=True, stream=stream)
     observer = Logging(
         settings=Settings(),
         engine=None,  # type: ignore[arg-type]
@@ -146,14 +146,16 @@ def test_the_request_id_is_stamped_on_messages_and_bound_in_the_tasks_they_start
     def observe(operation_id: str, fence: int) -> None:
         """A task like provely.observe (its first argument is the operation id)."""
 
-    obs.install_celery_hooks()
+    celery_hooks.install_celery_hooks()
     headers: dict[str, object] = {}
     with structlog.contextvars.bound_contextvars(request_id="req-9"):
         signals.before_task_publish.send(sender="test.observe", headers=headers, body=None)
-    assert headers[obs.REQUEST_ID_HEADER] == "req-9"
+    assert headers[celery_hooks.REQUEST_ID_HEADER] == "req-9"
 
     task = celery_app.tasks["test.observe"]
-    task.push_request(id="t1", args=["op_9", 1], kwargs={}, **{obs.REQUEST_ID_HEADER: "req-9"})
+    task.push_request(
+        id="t1", args=["op_9", 1], kwargs={}, **{celery_hooks.REQUEST_ID_HEADER: "req-9"}
+    )
     try:
         signals.task_prerun.send(sender=task, task_id="t1", task=task, args=["op_9", 1], kwargs={})
         bound = structlog.contextvars.get_contextvars()
@@ -161,7 +163,7 @@ def test_the_request_id_is_stamped_on_messages_and_bound_in_the_tasks_they_start
         assert bound["operation_id"] == "op_9"
         onward: dict[str, object] = {}
         signals.before_task_publish.send(sender="provely.evaluate", headers=onward, body=None)
-        assert onward[obs.REQUEST_ID_HEADER] == "req-9"
+        assert onward[celery_hooks.REQUEST_ID_HEADER] == "req-9"
         signals.task_postrun.send(
             sender=task, task_id="t1", task=task, args=["op_9", 1], kwargs={}, state="SUCCESS"
         )

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from services.cli.main import app
 from shared.core.receipt import document_bytes
-from shared.lifecycle.receipt_keys import b64url_decode_strict, b64url_encode
+from shared.lifecycle.receipt_keyring import b64url_decode_strict, b64url_encode
 from tests.unit.receipts.factory import changed, get_at, leaves, sample_body, set_at
 from tests.unit.receipts.test_signing import KEY, OTHER, key_entry, signed
 

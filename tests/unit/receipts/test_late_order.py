@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from shared.core.types import Decision, EvidenceUsed, Verdict
-from shared.lifecycle.receipts import _is_newer
+from shared.lifecycle.late_evidence import _is_newer
 
 T = datetime(2026, 11, 30, 7, 0, tzinfo=UTC)
 

@@ -20,7 +20,7 @@ import pytest
 from shared.core.contract import canonical_json
 from shared.core.receipt import document_bytes, receipt_document
 from shared.core.types import ConditionResult
-from shared.lifecycle.receipt_keys import key_id_for, sign_payload
+from shared.lifecycle.receipt_keyring import key_id_for, sign_payload
 from tests.unit.receipts.factory import sample_body
 from tests.unit.receipts.test_signing import KEY, key_entry, signed
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from shared.core.receipt import receipt_document
 from shared.core.types import ConditionResult
-from shared.lifecycle.receipts import Verification, verify_receipt_document
+from shared.lifecycle.receipt_check import Verification, verify_receipt_document
 from tests.unit.receipts.factory import changed, get_at, leaves, sample_body, set_at
 from tests.unit.receipts.test_signing import RING, signed
 

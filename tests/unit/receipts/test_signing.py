@@ -14,7 +14,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from shared.core.contract import canonical_json
 from shared.core.receipt import receipt_document, signing_payload
-from shared.lifecycle.receipt_keys import (
+from shared.lifecycle.receipt_check import Verification, verify_receipt_document
+from shared.lifecycle.receipt_keyring import (
     KeyRing,
     KeyRingError,
     ReceiptKeyError,
@@ -28,7 +29,6 @@ from shared.lifecycle.receipt_keys import (
     verify_payload,
     write_private_key_file,
 )
-from shared.lifecycle.receipts import Verification, verify_receipt_document
 from tests.unit.receipts.factory import changed, get_at, leaves, sample_body, set_at
 
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))

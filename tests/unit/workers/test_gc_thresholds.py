@@ -31,12 +31,12 @@ def test_collect_less_moves_only_the_youngest_generation() -> None:
 def celery_signals_restored() -> Iterator[None]:
     """``_run_worker`` connects its handlers (one exits the process when a worker shuts down):
     none stays connected in this test process, and what it replaced in Celery (the sentences
-    its worker prints) and in the observability hooks is put back."""
+    its worker prints) and in the Celery hooks (shared.runtime.celery_hooks) is put back."""
     import celery.apps.worker as celery_worker
     from celery import signals
     from celery.utils.dispatch import Signal
 
-    from shared.runtime import observability
+    from shared.runtime import celery_hooks
 
     kept = {
         name: list(signal.receivers)
@@ -44,14 +44,14 @@ def celery_signals_restored() -> Iterator[None]:
         if isinstance(signal, Signal)
     }
     say = celery_worker.safe_say
-    installed = observability._CELERY_HOOKS_INSTALLED
+    installed = celery_hooks._CELERY_HOOKS_INSTALLED
     yield
     for name, receivers in kept.items():
         signal = getattr(signals, name)
         signal.receivers[:] = receivers
         signal.sender_receivers_cache.clear()
     celery_worker.safe_say = say
-    observability._CELERY_HOOKS_INSTALLED = installed
+    celery_hooks._CELERY_HOOKS_INSTALLED = installed
 
 
 @pytest.mark.usefixtures("celery_signals_restored")

@@ -1,15 +1,6 @@
-"""Logs and metrics every Provely process shares.
+"""Metrics every Provely process shares: Prometheus objects defined once, and where they are served.
 
-Logs: structlog, one JSON object per line on stderr (or console lines when
-``PROVELY_LOG_JSON=false``). Standard-library loggers (uvicorn, celery, alembic …) go through
-the same renderer. Context that belongs to the work in hand, above all the operation id and the
-request id, lives in ``contextvars`` and is merged into every line: ``bind_operation(op_id)`` in
-code, ``services.ingress.access`` on the HTTP side, ``install_celery_hooks()`` for Celery tasks
-(any task whose first argument or ``operation_id`` keyword is an operation id; the request id
-travels in the message's ``provely_request_id`` header, from the request to the tasks it causes
-and on to the tasks those send).
-
-Metrics: Prometheus objects defined once here, on the default registry, so every service
+Metric objects live here, on the default registry, so every service
 increments the same names. Processes that fork (uvicorn ``--workers``, Celery prefork) set
 ``PROMETHEUS_MULTIPROC_DIR`` before this module is imported (``provely serve`` does it) and
 ``metrics_registry()`` then aggregates the per-process files. ``start_metrics_server(port)``
@@ -38,21 +29,17 @@ Metric names (:data:`LABEL_VALUES` lists the values a label takes where they are
 
 from __future__ import annotations
 
-import logging
 import os
-import sys
-import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-import structlog
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from shared.core.types import OperationState, Verdict
+from shared.runtime.logs import get_logger
 
 __all__ = [
     "EVENTS_DEDUPLICATED",
@@ -63,18 +50,12 @@ __all__ = [
     "OPERATION_TRANSITIONS",
     "QUEUE_LAG",
     "REFUSAL_REASONS",
-    "REQUEST_ID_HEADER",
     "TASKS",
     "VERDICTS",
     "OperationsByStateCollector",
-    "bind_operation",
-    "configure_logging",
-    "get_logger",
-    "install_celery_hooks",
     "mark_process_dead",
     "metrics_registry",
     "observe_queue_lag",
-    "operation_id_from_path",
     "record_verdict",
     "start_metrics_server",
 ]
@@ -261,174 +242,3 @@ def mark_process_dead(pid: int) -> None:
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
-
-
-# --------------------------------------------------------------------------------------------
-# Logging
-# --------------------------------------------------------------------------------------------
-
-_SHARED_PROCESSORS: list[Any] = [
-    structlog.contextvars.merge_contextvars,
-    structlog.stdlib.add_log_level,
-    structlog.stdlib.add_logger_name,
-    structlog.processors.TimeStamper(fmt="iso", utc=True),
-    structlog.processors.StackInfoRenderer(),
-]
-
-
-def configure_logging(*, level: str = "INFO", json: bool = True, stream: Any = None) -> None:
-    """Route structlog and the standard library through one renderer on ``stream`` (stderr)."""
-    renderer: Any = (
-        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
-    )
-    formatter = structlog.stdlib.ProcessorFormatter(
-        # A standard-library line's ``extra={...}`` become fields (``operation_id`` above all).
-        foreign_pre_chain=[*_SHARED_PROCESSORS, structlog.stdlib.ExtraAdder()],
-        processors=[
-            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-    )
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(formatter)
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(level.upper())
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "celery", "kombu"):
-        named = logging.getLogger(name)
-        named.handlers.clear()
-        named.propagate = True
-    # billiard (Celery's pool) logs to "multiprocessing", which does not propagate: give it the
-    # same handler, or its lines reach stderr as plain text through logging's last resort.
-    pool = logging.getLogger("multiprocessing")
-    pool.handlers.clear()
-    pool.addHandler(handler)
-    pool.setLevel(logging.WARNING)  # its info lines are each pool process's start
-    # Warnings (a library's deprecation, Celery's "running as root") become log lines too.
-    logging.captureWarnings(True)
-    structlog.configure(
-        processors=[
-            # A line under the level costs nothing more than this check (an access line per
-            # request under PROVELY_LOG_LEVEL=WARNING, say).
-            structlog.stdlib.filter_by_level,
-            *_SHARED_PROCESSORS,
-            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
-        ],
-        logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
-        cache_logger_on_first_use=True,
-    )
-
-
-def get_logger(name: str | None = None) -> Any:
-    """A structlog logger; every line carries the bound context (operation id …)."""
-    return structlog.get_logger(name)
-
-
-@contextmanager
-def bind_operation(operation_id: str | None, **extra: Any) -> Iterator[None]:
-    """Bind ``operation_id`` (and any extra keys) to every log line inside the block."""
-    values = {k: v for k, v in {"operation_id": operation_id, **extra}.items() if v is not None}
-    with structlog.contextvars.bound_contextvars(**values):
-        yield
-
-
-def operation_id_from_path(path: str) -> str | None:
-    """The operation id of an API path (``/v1/operations/op_…``), or None."""
-    parts = path.strip("/").split("/")
-    if len(parts) >= 3 and parts[0] == "v1" and parts[1] == "operations":
-        candidate = parts[2]
-        if candidate.startswith("op_"):
-            return candidate
-    return None
-
-
-# --------------------------------------------------------------------------------------------
-# Celery: operation id in the logs, queue lag, task outcomes
-# --------------------------------------------------------------------------------------------
-
-_CELERY_HOOKS_INSTALLED = False
-_SENT_AT_HEADER = "provely_sent_at"
-REQUEST_ID_HEADER = "provely_request_id"
-"""The Celery message header that carries the request id of the HTTP request (``X-Request-Id``)
-that caused the task, directly or through the tasks in between."""
-
-
-def _task_operation_id(args: Any, kwargs: Any) -> str | None:
-    if isinstance(kwargs, dict):
-        value = kwargs.get("operation_id")
-        if isinstance(value, str):
-            return value
-    if isinstance(args, list | tuple) and args and isinstance(args[0], str):
-        first: str = args[0]
-        if first.startswith("op_"):
-            return first
-    return None
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if isinstance(value, int | float):
-        return datetime.fromtimestamp(float(value), UTC)
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError:
-            return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    return None
-
-
-def install_celery_hooks() -> None:
-    """Connect Celery signals once per process (publisher and worker sides).
-
-    - publishing: stamps the send time on each message (for the lag of tasks without an ETA) and
-      the request id of the work in hand (an HTTP request, or the task that sends this one);
-    - before a task: binds the operation id and the request id to the logs and records the
-      queue lag;
-    - after a task: unbinds and counts the outcome.
-    """
-    global _CELERY_HOOKS_INSTALLED
-    if _CELERY_HOOKS_INSTALLED:
-        return
-    from celery import signals
-
-    def before_publish(headers: dict[str, Any] | None = None, **_: Any) -> None:
-        if headers is not None:
-            headers.setdefault(_SENT_AT_HEADER, time.time())
-            request_id = structlog.contextvars.get_contextvars().get("request_id")
-            if isinstance(request_id, str):
-                headers.setdefault(REQUEST_ID_HEADER, request_id)
-
-    def prerun(task: Any = None, args: Any = None, kwargs: Any = None, **_: Any) -> None:
-        structlog.contextvars.clear_contextvars()
-        operation_id = _task_operation_id(args, kwargs)
-        bind: dict[str, Any] = {"task": getattr(task, "name", None)}
-        if operation_id:
-            bind["operation_id"] = operation_id
-        structlog.contextvars.bind_contextvars(**bind)
-        request = getattr(task, "request", None)
-        if request is None:
-            return
-        request_id = request.get(REQUEST_ID_HEADER)
-        if isinstance(request_id, str):
-            structlog.contextvars.bind_contextvars(request_id=request_id)
-        due = _parse_time(getattr(request, "eta", None))
-        if due is None:
-            due = _parse_time(request.get(_SENT_AT_HEADER))
-        delivery = getattr(request, "delivery_info", None) or {}
-        queue = delivery.get("routing_key") or delivery.get("queue") or "unknown"
-        observe_queue_lag(str(queue), due, datetime.now(UTC))
-
-    def postrun(task: Any = None, state: Any = None, **_: Any) -> None:
-        TASKS.labels(task=getattr(task, "name", "unknown"), outcome=str(state or "unknown")).inc()
-        structlog.contextvars.clear_contextvars()
-
-    signals.before_task_publish.connect(before_publish, weak=False)
-    signals.task_prerun.connect(prerun, weak=False)
-    signals.task_postrun.connect(postrun, weak=False)
-    _CELERY_HOOKS_INSTALLED = True

@@ -42,27 +42,21 @@ Needs PostgreSQL (a scratch database is created and dropped) and Redis, as the t
                                      [--operations 2000] [--correlators 1]
                                      [--claim-every-ms 100]
 
-Prints a Markdown table; the figures of record are in ``docs/benchmarks.md`` ("Ingest").
+Prints a Markdown table; the figures of record are in ``docs/benchmarks.md`` ("Ingest"). The
+bench's parts (the scratch database, the bodies, ``wrk``, the servers, the counts, the CPU, the
+stand-in observers) are the modules of ``bench/_ingest/``.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
-import re
-import resource
-import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -72,6 +66,20 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench._ingest.bodies import remove_bodies, signed_bodies  # noqa: E402
+from bench._ingest.cpu import cpu_delta, cpu_snapshot  # noqa: E402
+from bench._ingest.observers import StandInObservers  # noqa: E402
+from bench._ingest.rows import (  # noqa: E402
+    IntakeRun,
+    count_rows,
+    first_arrival,
+    wait_correlated,
+    wal_snapshot,
+)
+from bench._ingest.scratch import create_database, drop_database, seed, vacuum  # noqa: E402
+from bench._ingest.servers import free_port, start_server, uvicorn_argv  # noqa: E402
+from bench._ingest.wrk import LUA, WrkResult, run_wrk  # noqa: E402
+
 # the bare endpoint, served by ``uvicorn ingest:bare_app`` (only reads the body)
 bare_app = FastAPI()
 
@@ -80,459 +88,6 @@ bare_app = FastAPI()
 async def _bare(provider: str, workspace: str, request: Request) -> Response:
     await request.body()
     return Response(b'{"received":true}', media_type="application/json")
-
-
-SECRET = "whsec_bench_" + "5a" * 16
-LUA = r"""
--- A wall clock for the paced runs' schedule (LuaJIT's FFI: wrk's scripts have no other).
-local ffi = require("ffi")
-ffi.cdef[[
-typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
-int clock_gettime(int clk_id, bench_timespec *tp);
-]]
-local clock = ffi.new("bench_timespec")
-local function now_ms()
-  ffi.C.clock_gettime(1, clock)  -- CLOCK_MONOTONIC
-  return tonumber(clock.tv_sec) * 1000 + tonumber(clock.tv_nsec) / 1e6
-end
-
-local bodies, sigs = {}, {}
-local counter = 0
-local next_id = 0
-local interval, slot = 0, 0
-
-function setup(thread)
-  thread:set("tid", next_id)
-  next_id = next_id + 1
-end
-
--- Each thread loads only its own file of bodies (``<prefix>.<thread>``): wrk starts a thread
--- as soon as its init has run, so the first thread sends while the next one loads; smaller
--- files keep that head start short.
-function init(args)
-  local f = assert(io.open(args[1] .. "." .. tid, "r"))
-  while true do
-    local sig = f:read("*l")
-    if not sig then break end
-    local body = f:read("*l")
-    table.insert(sigs, sig)
-    table.insert(bodies, body)
-  end
-  f:close()
-  interval = tonumber(args[2] or "0")
-end
-
--- Paced runs (``interval`` > 0, in ms): the thread's requests start on a schedule, one per
--- interval; a connection whose response came waits for the next free start (a late one starts
--- at once, and the schedule goes on from there: the rate reached says if it kept up).
-function delay()
-  if interval <= 0 then return 0 end
-  local now = now_ms()
-  slot = math.max(slot + interval, now)
-  return math.floor(slot - now + 0.5)
-end
-
-function request()
-  local i = (counter % #bodies) + 1
-  counter = counter + 1
-  return wrk.format("POST", nil,
-    {["Stripe-Signature"] = sigs[i], ["Content-Type"] = "application/json"}, bodies[i])
-end
-"""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class Scratch:
-    pg_admin: str
-    name: str
-    url: str
-    redis_url: str
-
-
-def create_database(pg_admin: str) -> Scratch:
-    import psycopg
-
-    name = f"provely_bench_{secrets.token_hex(4)}"
-    with psycopg.connect(pg_admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base = pg_admin.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
-    return Scratch(pg_admin, name, f"{base}/{name}", "")
-
-
-def drop_database(scratch: Scratch) -> None:
-    import psycopg
-
-    with psycopg.connect(scratch.pg_admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{scratch.name}" WITH (FORCE)')
-
-
-def seed(url: str, fernet_key: str, operations: int) -> tuple[str, list[str]]:
-    """A workspace with a Stripe connection and ``operations`` open operations (subject ids)."""
-    from sqlalchemy.orm import Session
-
-    from shared.db.migrate import upgrade
-    from shared.db.models import Operation
-    from shared.db.session import make_engine
-    from shared.db.tenants import create_workspace, new_id, set_connection
-    from shared.runtime.settings import Settings
-    from shared.trust.registry import get_registry
-
-    upgrade(url)
-    settings = Settings(database_url=url, secret_key=fernet_key)
-    engine = make_engine(url)
-    entry = get_registry().entry("stripe.refund.succeeded")
-    now = datetime.now(UTC) - timedelta(minutes=1)
-    subjects = [f"re_bench_{i:06d}" for i in range(operations)]
-    with Session(engine) as session, session.begin():
-        workspace, _ = create_workspace(session, "bench", now=now)
-        set_connection(
-            session,
-            workspace.id,
-            provider="stripe",
-            webhook_secrets=[SECRET],
-            api_key="sk_test_bench",
-            base_url="http://127.0.0.1:9",
-            signature_scheme="stripe",
-            settings=settings,
-            now=now,
-        )
-        for n, subject in enumerate(subjects):
-            session.add(
-                Operation(
-                    id=new_id("op"),
-                    workspace_id=workspace.id,
-                    contract_id=entry.contract.id,
-                    contract_version=entry.contract.version,
-                    contract_hash=entry.hash,
-                    completion_level=entry.contract.completion_level,
-                    state="OBSERVING",
-                    verdict="PENDING",
-                    final=False,
-                    version=1,
-                    input={"charge": f"ch_bench_{n:06d}", "amount": 1000, "currency": "usd"},
-                    action_phase="result",
-                    action_result={"id": subject},
-                    action_reported_at=now,
-                    subject_id=subject,
-                    learned_keys={},
-                    attempts=0,
-                    fence=1,
-                    next_observation_at=now + timedelta(days=1),
-                    deadline=now + timedelta(days=7),
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-        workspace_id = workspace.id
-    engine.dispose()
-    return workspace_id, subjects
-
-
-def signed_bodies(path: Path, run: str, count: int, subjects: list[str], threads: int) -> None:
-    """``count`` distinct signed refund.updated events, one per subject in turn, dealt to
-    ``threads`` files (``<path>.0`` …), one for each wrk thread (see ``LUA``)."""
-    from shared.trust.signatures import STRIPE
-
-    t = int(time.time())
-    with contextlib.ExitStack() as files:
-        outs = [files.enter_context(Path(f"{path}.{tid}").open("w")) for tid in range(threads)]
-        for i in range(count):
-            n = i % len(subjects)
-            subject = subjects[n]
-            body = json.dumps(
-                {
-                    "id": f"evt_{run}_{i:07d}",
-                    "object": "event",
-                    "type": "refund.updated",
-                    "created": t,
-                    "api_version": "2026-08-26",
-                    "data": {
-                        "object": {
-                            "id": subject,
-                            "object": "refund",
-                            "amount": 1000,
-                            "currency": "usd",
-                            "charge": f"ch_bench_{n:06d}",
-                            "status": "succeeded",
-                            "created": t,
-                        }
-                    },
-                    "request": {"id": None, "idempotency_key": None},
-                },
-                separators=(",", ":"),
-            ).encode()
-            header = STRIPE.sign(body=body, secrets=[SECRET], timestamp=t)["Stripe-Signature"]
-            outs[i % threads].write(header + "\n" + body.decode() + "\n")
-
-
-def remove_bodies(path: Path, threads: int) -> None:
-    for tid in range(threads):
-        Path(f"{path}.{tid}").unlink(missing_ok=True)
-
-
-def start_server(argv: list[str], env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(argv, cwd=ROOT, env=env)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"server exited: {' '.join(argv)}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return process
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    raise SystemExit("server did not start")
-
-
-def uvicorn_argv(
-    target: str, port: int, *, factory: bool, app_dir: str | None, workers: int = 1
-) -> list[str]:
-    argv = [sys.executable, "-m", "uvicorn", target]
-    if factory:
-        argv.append("--factory")
-    if app_dir:
-        argv += ["--app-dir", app_dir]
-    return [
-        *argv,
-        "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
-        "--log-level", "warning", "--no-access-log",
-    ]  # fmt: skip
-
-
-@dataclass
-class WrkResult:
-    rps: float
-    p50_ms: float
-    p99_ms: float
-    requests: int
-    non_2xx: int
-
-
-def _ms(text: str) -> float:
-    value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
-    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
-
-
-def run_wrk(
-    url: str,
-    script: Path,
-    bodies: Path,
-    *,
-    threads: int,
-    connections: int,
-    duration: int,
-    interval_ms: float = 0,
-) -> WrkResult:
-    """wrk; each thread sends the bodies of its file in turn (``signed_bodies`` with as many
-    ``threads``); with ``interval_ms`` it starts a request every that many ms (paced: its
-    connections wait for their turn, see ``LUA``)."""
-    out = subprocess.run(
-        [
-            "wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency",
-            "-s", str(script), url, "--", str(bodies), str(interval_ms),
-        ],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p50 = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
-    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
-    total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
-    return WrkResult(rps, p50, p99, total, int(bad.group(1)) if bad else 0)
-
-
-@dataclass
-class IntakeRun:
-    connections: int
-    wrk: WrkResult
-    before: tuple[int, int, int, int]
-    after: tuple[int, int, int, int]
-    answered_s: float
-    drain_s: float
-    window_s: float  # from the first new event's arrival until the correlator caught up
-    cpu: dict[str, float]  # CPU seconds from the start of the run until caught up
-    wal: tuple[int, int, int] | None  # WAL bytes, full-page images, checkpoints begun
-
-    @property
-    def new_events(self) -> int:
-        return self.after[0] - self.before[0]
-
-    @property
-    def processed(self) -> float:
-        """Events stored, correlated and woken per second, from the first one's arrival until
-        the correlator caught up (not from wrk's start: its threads load their bodies first)."""
-        return self.new_events / self.window_s
-
-
-def count_rows(url: str) -> tuple[int, int, int, int]:
-    """Events, correlations, wakes and events not yet correlated, in one statement."""
-    from sqlalchemy import create_engine, text
-
-    engine = create_engine(url)
-    with engine.connect() as conn:
-        events, links, wakes, waiting = conn.execute(
-            text(
-                "SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM operation_events), "
-                "(SELECT coalesce(sum(fence - 1), 0) FROM operations), "
-                "(SELECT count(*) FROM event_backlog)"
-            )
-        ).one()
-    engine.dispose()
-    return int(events), int(links), int(wakes), int(waiting)
-
-
-def first_arrival(url: str, since: datetime) -> datetime:
-    """When the intake received the first event after ``since`` (its ``received_at``: this
-    machine's clock, as the bench's)."""
-    import psycopg
-
-    with psycopg.connect(libpq_dsn(url), autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT min(received_at) FROM events WHERE received_at >= %s", (since,)
-        ).fetchone()
-    if row is None or not isinstance(row[0], datetime):
-        raise SystemExit("no event arrived during the run")
-    return row[0]
-
-
-def wal_snapshot(url: str) -> tuple[int, int, int] | None:
-    """WAL bytes and full-page images written so far, and checkpoints begun (the server's
-    counters: PostgreSQL 14 to 16); None where the server has no such views."""
-    import psycopg
-
-    try:
-        with psycopg.connect(libpq_dsn(url), autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT wal_bytes::bigint, wal_fpi, "
-                "(SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter) "
-                "FROM pg_stat_wal"
-            ).fetchone()
-    except psycopg.Error:
-        return None
-    return None if row is None else (int(row[0]), int(row[1]), int(row[2]))
-
-
-def libpq_dsn(url: str) -> str:
-    """The scratch database's SQLAlchemy URL as psycopg connects to it."""
-    return url.replace("postgresql+psycopg://", "postgresql://")
-
-
-class StandInObservers(threading.Thread):
-    """Observers that begin to read every woken operation within ``interval_s``: they claim its
-    fence (``reading_fence = fence``, rows locked in id order as the correlator locks them) and
-    read nothing. Each claim lets the next event of that operation wake it again."""
-
-    def __init__(self, url: str, interval_s: float) -> None:
-        super().__init__(daemon=True)
-        self.dsn = libpq_dsn(url)
-        self.interval_s = interval_s
-        self.claims = 0
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        import psycopg
-
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            while not self.done.wait(self.interval_s):
-                cursor = conn.execute(
-                    "WITH woken AS (SELECT id FROM operations "
-                    "WHERE reading_fence IS DISTINCT FROM fence ORDER BY id FOR NO KEY UPDATE) "
-                    "UPDATE operations o SET reading_fence = o.fence "
-                    "FROM woken WHERE o.id = woken.id"
-                )
-                self.claims += cursor.rowcount
-
-    def stop(self) -> None:
-        self.done.set()
-        self.join()
-
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-_Stat = tuple[str, list[str]]
-
-
-def _stat(pid: int) -> _Stat | None:
-    """A process's command name and the fields of its ``stat`` after it (from the state on)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:  # gone meanwhile
-        return None
-    return text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
-
-
-def _tree_cpu(root: int, stats: dict[int, _Stat]) -> float:
-    """CPU seconds of a process and its descendants, those that exited and were waited for
-    included (the parent's children counters)."""
-    children: dict[int, list[int]] = {}
-    for pid, (_, fields) in stats.items():
-        children.setdefault(int(fields[1]), []).append(pid)
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        if pid in stats:  # utime, stime, cutime, cstime
-            total += sum(int(f) for f in stats[pid][1][11:15]) / _TICK
-        todo.extend(children.get(pid, ()))
-    return total
-
-
-def cpu_snapshot(processes: dict[str, int]) -> dict[str, float]:
-    """CPU seconds so far of each named process tree, of PostgreSQL (all its processes: the
-    postmaster counts the backends that exited), of the load tool (this process's waited-for
-    children: ``wrk``) and of this process (stand-in observers, polls)."""
-    stats = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (found := _stat(int(entry.name))) is not None:
-            stats[int(entry.name)] = found
-    snapshot = {name: _tree_cpu(pid, stats) for name, pid in processes.items()}
-    postmasters = [
-        pid
-        for pid, (comm, fields) in stats.items()
-        if comm == "postgres" and stats.get(int(fields[1]), ("", []))[0] != "postgres"
-    ]
-    snapshot["PostgreSQL"] = sum(_tree_cpu(pid, stats) for pid in postmasters)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    snapshot["wrk"] = children.ru_utime + children.ru_stime
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    snapshot["bench"] = own.ru_utime + own.ru_stime
-    return snapshot
-
-
-def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    return {name: after[name] - before[name] for name in after}
-
-
-def vacuum(url: str) -> None:
-    """``VACUUM (ANALYZE)`` the scratch database between runs, untimed: what autovacuum (off on
-    these machines) would have done meanwhile; without it every run inherits the dead row
-    versions and stale statistics of the runs before."""
-    import psycopg
-
-    with psycopg.connect(libpq_dsn(url), autocommit=True) as conn:
-        conn.execute("VACUUM (ANALYZE)")
-
-
-def wait_correlated(url: str, timeout_s: float = 300.0) -> float:
-    """Poll until no event waits for correlation; the seconds it took. One connection, and a
-    probe that reads one index entry at most: the wait must not load the database it waits for
-    (it used to count the rows of four tables each 50 ms, on a new connection each time)."""
-    import psycopg
-
-    started = time.monotonic()
-    with psycopg.connect(libpq_dsn(url), autocommit=True) as conn:
-        while conn.execute("SELECT EXISTS (SELECT 1 FROM event_backlog)").fetchone() == (True,):
-            if time.monotonic() - started > timeout_s:
-                raise SystemExit("the correlator did not catch up")
-            time.sleep(0.05)
-    return time.monotonic() - started
 
 
 def main() -> None:
@@ -682,7 +237,7 @@ def main() -> None:
                     duration=args.duration,
                 )
             )
-            bare_cpu.append(_delta(cpu_before, cpu_snapshot(tracked)))
+            bare_cpu.append(cpu_delta(cpu_before, cpu_snapshot(tracked)))
             intake_bodies = work / f"ingest-{n}.txt"  # a file per run: wrk loads only that run's
             signed_bodies(intake_bodies, f"ingest{n}", per_run, subjects, args.threads)
             vacuum(scratch.url)
@@ -696,7 +251,7 @@ def main() -> None:
             answered = time.monotonic() - started
             drain = wait_correlated(scratch.url)
             caught_up = datetime.now(UTC)
-            cpu, wal_after = _delta(cpu_before, cpu_snapshot(tracked)), wal_snapshot(scratch.url)
+            cpu, wal_after = cpu_delta(cpu_before, cpu_snapshot(tracked)), wal_snapshot(scratch.url)
             window = (caught_up - first_arrival(scratch.url, launched)).total_seconds()
             wal = (
                 None

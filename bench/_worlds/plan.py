@@ -1,0 +1,119 @@
+"""The plan of a world: every draw from its own ``random.Random(f"{seed}:{k}")``, so world ``k``
+can be replayed by itself."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+__all__ = ["Plan", "draw_plan"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    index: int
+    seed: str
+    outcome: str
+    report: str
+    second: str  # none | sandbox | posted
+    when: str  # never | before | around | after
+    contradiction_first: bool  # around: the contradiction before the settlement
+    gap_s: float
+    stuck_s: float
+    duplicate: int
+    order: str
+    shuffle_seed: int
+    release_every_s: float
+    delay_ms: int
+    drop_updated: bool
+    outage_at_s: float | None
+    outage_s: float
+    drop_created: bool = False  # only with --drop-created
+
+    @property
+    def final_status(self) -> str | None:
+        """The agent refund's status at the end, as planned (None: no refund made)."""
+        if self.report == "rejected_nothing":
+            return None
+        return {
+            "succeeded": "succeeded",
+            "stuck_then_succeeded": "succeeded",
+            "failed": "failed",
+            "canceled": "canceled",
+            "succeeded_then_failed": "failed",
+        }[self.outcome]
+
+    def classes(self) -> dict[str, str]:
+        faults = []
+        if self.duplicate > 1:
+            faults.append(f"dup{self.duplicate}")
+        if self.order != "in_order":
+            faults.append(self.order)
+        if self.delay_ms:
+            faults.append("delay")
+        if self.drop_updated:
+            faults.append("drop_updated")
+        if self.drop_created:
+            faults.append("drop_created")
+        return {
+            "outcome": self.outcome if self.report != "rejected_nothing" else "none",
+            "report": self.report,
+            "contradiction": f"{self.second}/{self.when}",
+            "delivery": "+".join(faults) or "clean",
+            "outage": "outage" if self.outage_at_s is not None else "no_outage",
+        }
+
+
+def draw_plan(seed: int, index: int, *, drop_created_enabled: bool = False) -> Plan:
+    """World ``index`` of ``seed``; ``drop_created_enabled`` (``--drop-created``): its
+    ``drop_created`` draw holds (every refund.created dropped in 15 % of the worlds)."""
+    rng = random.Random(f"{seed}:{index}")
+    outcome = rng.choices(
+        ["succeeded", "failed", "canceled", "stuck_then_succeeded", "succeeded_then_failed"],
+        weights=[40, 12, 10, 18, 20],
+    )[0]
+    report = rng.choices(
+        ["correct", "rejected_with_refund", "rejected_nothing"], weights=[76, 12, 12]
+    )[0]
+    second = rng.choices(["none", "sandbox", "posted"], weights=[36, 32, 32])[0]
+    when = "never" if second == "none" else rng.choice(["before", "around", "after"])
+    if when == "around" and report == "rejected_nothing":
+        when = "before"  # nothing to settle
+    contradiction_first = rng.random() < 0.5
+    gap_s = {
+        "never": 0.0,
+        "before": rng.uniform(0.0, 1.5),
+        "around": rng.uniform(0.0, 0.05),
+        "after": rng.uniform(0.5, 5.0),
+    }[when]
+    stuck_s = rng.uniform(1.0, 4.0)
+    duplicate = 1 if rng.random() < 0.5 else rng.randint(2, 5)
+    order = rng.choices(["in_order", "reversed", "shuffled"], weights=[60, 20, 20])[0]
+    shuffle_seed = rng.randrange(1 << 30)
+    release_every_s = rng.uniform(0.2, 1.5)
+    delay_ms = 0 if rng.random() < 0.5 else rng.randint(0, 300)
+    drop_updated = rng.random() < 0.15
+    outage = rng.random() < 0.2
+    outage_at_s = rng.uniform(0.0, 6.0) if outage else None
+    outage_s = rng.uniform(0.0, 10.0) if outage else 0.0
+    drop_created = rng.random() < 0.15  # drawn last: the draws above stay what they were
+    return Plan(
+        index=index,
+        seed=f"{seed}:{index}",
+        outcome=outcome,
+        report=report,
+        second=second,
+        when=when,
+        contradiction_first=contradiction_first,
+        gap_s=gap_s,
+        stuck_s=stuck_s,
+        duplicate=duplicate,
+        order=order,
+        shuffle_seed=shuffle_seed,
+        release_every_s=release_every_s,
+        delay_ms=delay_ms,
+        drop_updated=drop_updated,
+        outage_at_s=outage_at_s,
+        outage_s=outage_s,
+        drop_created=drop_created and drop_created_enabled,
+    )

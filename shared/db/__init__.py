@@ -11,6 +11,9 @@ Modules:
 - ``counts``     database-wide figures for the metrics gauges
 - ``migrate``    running the migrations in ``migrations/``
 
+Errors: ``TenantError`` (``tenants``, a ValueError) — a bad admin request: unknown workspace
+or key, bad scope, bad connection settings. Everything else is SQLAlchemy's own.
+
 May import: ``shared.trust``, ``shared.runtime``, ``shared.core`` and libraries. Repositories
 here never commit on their own: the caller's ``session_scope`` does.
 """

@@ -19,6 +19,17 @@ Modules:
 Within the package imports point one way: ``late_evidence`` → ``operations`` → ``receipts`` →
 ``receipt_evidence``, ``receipt_keys`` → ``receipt_keyring``; ``contracts`` is below them all.
 
+Errors (each raised on purpose, by the module named)::
+
+    LookupError
+    └── ContractNotFound      (contracts)       no such contract or version for the workspace
+        └── ContractMismatch  (contracts)       the contract no longer has the operation's hash
+    ReceiptError              (receipts)
+    └── ReceiptNotIssuable    (receipts)        the operation is open or has no final verdict
+    ReceiptKeyError           (receipt_keyring) a signing key that cannot be loaded or used
+    KeyRingError              (receipt_keyring) a published key list that cannot be read
+    ScheduleConflict          (scheduling)      the fence moved since it was read
+
 May import: ``shared.evidence``, ``shared.db``, ``shared.trust``, ``shared.runtime``,
 ``shared.core`` and libraries; never the intake.
 """

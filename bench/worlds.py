@@ -120,7 +120,8 @@ from starlette.requests import Request  # noqa: E402
 from starlette.responses import Response  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-from services.cli.scenarios import Sandbox, Workspace  # noqa: E402
+from services.cli.demo.scenarios.system import Sandbox  # noqa: E402
+from services.cli.demo.scenarios.workspace import Workspace  # noqa: E402
 from services.sandbox.runner import run_app  # noqa: E402
 from tests.e2e.launcher import DistributedSystem, running_system  # noqa: E402
 from tests.e2e.worlds import World, contradicting_refund_created  # noqa: E402

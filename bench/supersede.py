@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from services.cli.scenarios import Workspace, open_workspace  # noqa: E402
+from services.cli.demo.scenarios.workspace import Workspace, open_workspace  # noqa: E402
 from tests.e2e.launcher import DistributedSystem, running_system  # noqa: E402
 from tests.e2e.worlds import World, contradicting_refund_created  # noqa: E402
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import httpx
 
 from bench._worlds.harness import HarnessError
-from services.cli.scenarios import Sandbox, Workspace
+from services.cli.demo.scenarios.system import Sandbox
+from services.cli.demo.scenarios.workspace import Workspace
 from tests.e2e.launcher import DistributedSystem
 
 __all__ = ["Lane", "open_lane"]

@@ -13,12 +13,12 @@ from services.cli import (
     audit,
     contracts,
     db,
-    demo,
     receipts,
     sandbox,
     serve,
     skills,
 )
+from services.cli.demo import command as demo
 from services.cli.help import HelpGroup
 
 __all__ = ["app", "main"]

@@ -35,7 +35,8 @@ import httpx
 import psycopg
 from sqlalchemy.engine import make_url
 
-from services.cli.scenarios import REFUND_CONTRACT, STANDARD_VERSION, Sandbox
+from services.cli.demo.scenarios.refund_contract import REFUND_CONTRACT, STANDARD_VERSION
+from services.cli.demo.scenarios.system import Sandbox
 from tests.e2e.launcher import DistributedSystem
 from tests.servers import PrivatePostgres, PrivateRedis
 

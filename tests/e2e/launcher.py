@@ -38,7 +38,8 @@ import redis
 from cryptography.fernet import Fernet
 from sqlalchemy.engine import make_url
 
-from services.cli.scenarios import DEFAULT_SANDBOX_OPTIONS, Sandbox, write_short_timing_skill
+from services.cli.demo.scenarios.refund_contract import write_short_timing_skill
+from services.cli.demo.scenarios.system import DEFAULT_SANDBOX_OPTIONS, Sandbox
 from services.cli.up import ChildSpec, Supervisor, free_port, provely_argv
 
 CLAIM_KEY = "provely:tests:claimed"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from services.cli.scenarios import SCENARIOS
+from services.cli.demo.scenarios.catalog import SCENARIOS
 from services.cli.up import provely_argv
 from shared.core.receipt import INTERMEDIATE_COMPLETION_LEVELS
 

@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from services.cli.scenarios import SCENARIOS, Outcome, run_scenarios
+from services.cli.demo.scenarios.catalog import SCENARIOS
+from services.cli.demo.scenarios.running import run_scenarios
+from services.cli.demo.scenarios.scenario import Outcome
 from tests.e2e.launcher import DistributedSystem
 
 pytestmark = pytest.mark.e2e

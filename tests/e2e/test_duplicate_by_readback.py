@@ -24,7 +24,9 @@ import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from services.cli.scenarios import Agent, Sandbox, Workspace
+from services.cli.demo.scenarios.agent import Agent
+from services.cli.demo.scenarios.system import Sandbox
+from services.cli.demo.scenarios.workspace import Workspace
 from shared.db.models import Event, Observation
 from shared.db.session import make_engine
 from tests.e2e.launcher import DistributedSystem, running_system

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from services.cli.scenarios import run_scenarios
+from services.cli.demo.scenarios.running import run_scenarios
 from tests.e2e.launcher import DistributedSystem
 
 pytestmark = pytest.mark.e2e

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from services.cli.scenarios import Workspace, open_workspace
+from services.cli.demo.scenarios.workspace import Workspace, open_workspace
 from tests.e2e.launcher import DistributedSystem
 from tests.e2e.worlds import World, contradicting_refund_created
 

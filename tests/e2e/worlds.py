@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from services.cli.scenarios import Workspace
+from services.cli.demo.scenarios.workspace import Workspace
 
 __all__ = ["Poll", "Watcher", "World", "contradicting_refund_created", "signature_header"]
 

@@ -17,7 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-from services.cli.scenarios import Agent, Sandbox, open_workspace
+from services.cli.demo.scenarios.agent import Agent
+from services.cli.demo.scenarios.system import Sandbox
+from services.cli.demo.scenarios.workspace import open_workspace
 from services.cli.up import free_port, provely_argv
 from tests.e2e.launcher import DistributedSystem, running_system
 

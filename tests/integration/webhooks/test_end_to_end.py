@@ -21,7 +21,10 @@ import stripe
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from services.cli.scenarios import STANDARD_VERSION, Agent, Sandbox, Workspace
+from services.cli.demo.scenarios.agent import Agent
+from services.cli.demo.scenarios.refund_contract import STANDARD_VERSION
+from services.cli.demo.scenarios.system import Sandbox
+from services.cli.demo.scenarios.workspace import Workspace
 from shared.db.models import Event, OperationEvent
 from shared.db.session import make_engine
 from shared.trust.signatures import STRIPE

@@ -68,7 +68,7 @@ def test_scripts_demo_installs_every_library_the_examples_import() -> None:
 def test_the_entitlement_scenario_names_the_import_that_failed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from services.cli import scenarios
+    from services.cli.demo.scenarios import entitlement
 
     for name in list(sys.modules):
         if name == "stripe" or name.startswith(("stripe.", "examples.entitlement_app")):
@@ -76,7 +76,7 @@ def test_the_entitlement_scenario_names_the_import_that_failed(
     monkeypatch.setitem(sys.modules, "stripe", None)  # import stripe -> ImportError
     seen: list[object] = []
     outcome = asyncio.run(
-        scenarios._run_entitlement(None, lambda name, update: seen.append(update))  # type: ignore[arg-type]
+        entitlement._run_entitlement(None, lambda name, update: seen.append(update))  # type: ignore[arg-type]
     )
     assert not outcome.ok
     assert outcome.error is not None

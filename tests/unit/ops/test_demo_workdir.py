@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from services.cli.demo import _data_dir
+from services.cli.demo.command import _data_dir
 
 
 def test_a_temporary_directory_is_removed_after_a_run_that_passed() -> None:

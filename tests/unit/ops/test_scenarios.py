@@ -6,16 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.scenarios import (
-    SCENARIOS,
+from services.cli.demo.scenarios.catalog import SCENARIOS
+from services.cli.demo.scenarios.refund_contract import (
     SHORT_TIMING,
     SHORT_VERSION,
     STANDARD_VERSION,
-    Expected,
-    Outcome,
-    explain,
     write_short_timing_skill,
 )
+from services.cli.demo.scenarios.scenario import Expected, Outcome, explain
 from shared.runtime.settings import Settings
 from shared.trust.registry import RegistryError, load_registry
 

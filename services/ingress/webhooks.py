@@ -66,17 +66,10 @@ from services.ingress.problems import PROBLEM_JSON, problem_response
 from shared.core.skill import EventShape
 from shared.db.models import Connection
 from shared.db.session import IDLE_PING_AFTER_S
-from shared.intake.store import (
-    UNSTORABLE,
-    Delivery,
-    IntakeResult,
-    MalformedEvent,
-    event_shape_for,
-    fingerprint_key_names,
-    parse_event,
-    store_many,
-    store_many_async,
-)
+from shared.intake.contracts import event_shape_for, fingerprint_key_names
+from shared.intake.parse import UNSTORABLE, MalformedEvent, parse_event
+from shared.intake.results import Delivery, IntakeResult
+from shared.intake.store import store_many, store_many_async
 from shared.runtime.settings import Settings, get_settings
 from shared.trust.secrets import SecretError
 from shared.trust.signatures import SignatureError, SignatureScheme, UnknownSchemeError, scheme_for

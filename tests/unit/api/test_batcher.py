@@ -12,7 +12,7 @@ import pytest
 
 from services.ingress import webhooks
 from services.ingress.webhooks import MAX_BATCH, _Batcher, _Outcome
-from shared.intake.store import IntakeResult
+from shared.intake.results import IntakeResult
 
 
 class Held:

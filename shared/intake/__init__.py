@@ -7,11 +7,11 @@ Modules (each imports only those above it in this list):
                  ``MalformedEvent``)
 - ``contracts``  what the intake reads of the registry: event shapes, an operation's contract,
                  a contract's providers, a provider's fingerprint key names
-- ``rules``      the correlation keys of an operation (idempotency value, subject values,
-                 fingerprint), strong and weak
+- ``rules``      the correlation rules, once for every path: an operation's keys, ``match`` of an
+                 event and an operation (strategy, strong or weak, learning the subject)
 - ``results``    ``Delivery``, ``Link``, ``IntakeResult`` (which links wake, which are late)
 - ``store``      ``store_event`` / ``store_many``: each event once, with its keys, into the backlog
-- ``settle``     after the links: rechecks of watched operations, out of the backlog
+- ``settle``     after the links: wakes, rechecks of watched operations, out of the backlog
 - ``correlate``  one event at a time (``correlate_event``), one operation at a time
                  (``correlate_pending_events``), and ``lock_correlation`` that orders the two
 - ``batch``      ``correlate_stored``: a set of stored events at once (set-based on PostgreSQL)

@@ -2,7 +2,8 @@
 
 On PostgreSQL one candidate query, one link insert (and one upgrade of weak links, when an event
 was linked before from the operation's side) and one wake update serve the whole set, on the
-driver, with plain rows; the same links as :func:`shared.intake.correlate.correlate_event`
+driver, with plain rows; each event's links are decided by the rules of ``shared.intake.rules``
+(:func:`~shared.intake.rules.match`), the same as :func:`shared.intake.correlate.correlate_event`
 gives for each event in turn. An event that may teach an operation its subject id is
 correlated on its own by ``correlate_event``, in the same transaction; so is every event on the
 other databases. The operations' keys are derived once per operation and kept while its
@@ -17,7 +18,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Any
 
 from psycopg.rows import namedtuple_row
@@ -26,25 +27,18 @@ from sqlalchemy.orm import Session
 from shared.core.contract import Contract
 from shared.db.models import Operation
 from shared.db.sql import driver_cursor
-from shared.intake.contracts import (
-    _of_contract,
-    _registry_contract,
-    contract_of,
-    event_providers,
-    fingerprint_key_names,
-)
+from shared.intake.contracts import _registry_contract, contract_of
 from shared.intake.correlate import correlate_event
 from shared.intake.results import Delivery, IntakeResult, Link
 from shared.intake.rules import (
     STRONG,
-    WEAK,
-    _fingerprint,
-    _idempotency_value,
-    _of_subject_type,
-    _subject_values,
+    OperationKeys,
+    fingerprint_probe,
+    fingerprinted,
+    match,
+    operation_keys,
 )
-from shared.intake.settle import _mark_correlated, _recheck_watched
-from shared.lifecycle.scheduling import wake_for_events
+from shared.intake.settle import settle
 
 __all__ = ["correlate_stored"]
 
@@ -74,11 +68,7 @@ class _Candidate:
     of it computed once."""
 
     op: Any
-    contract: Contract
-    providers: frozenset[str]
-    idempotency: str | None
-    subjects: frozenset[str]
-    fingerprint: dict[str, str] | None
+    keys: OperationKeys
 
 
 _PG_CANDIDATES = """
@@ -105,9 +95,6 @@ class _OperationDocs:
     learned_keys: Any
 
 
-_Derived = tuple[frozenset[str], str | None, frozenset[str], dict[str, str] | None]
-
-
 def _json_of(stored: str | None) -> Any:
     return None if stored is None else json.loads(stored)
 
@@ -120,9 +107,9 @@ def _derive(
     input_text: str | None,
     action_result_text: str | None,
     learned_keys_text: str | None,
-) -> _Derived:
-    """Providers, idempotency value, subject values and (an operation without a subject id,
-    still open) fingerprint of a candidate operation, from its documents as stored."""
+) -> OperationKeys:
+    """The keys of a candidate operation (``shared.intake.rules.operation_keys``), from its
+    documents as stored."""
     docs = _OperationDocs(
         id=op_id,
         input=_json_of(input_text),
@@ -130,12 +117,7 @@ def _derive(
         subject_id=subject_id,
         learned_keys=_json_of(learned_keys_text),
     )
-    return (
-        _of_contract(contract, "providers", partial(event_providers, contract)),
-        _idempotency_value(contract, docs),
-        frozenset(_subject_values(docs, contract)),
-        _fingerprint(contract, docs) if subject_id is None and not final else None,
-    )
+    return operation_keys(contract, docs, final=final)
 
 
 def _derived_from(op: Any) -> tuple[str, str | None, bool, str | None, str | None, str | None]:
@@ -156,7 +138,7 @@ def _derived_with_registry_contract(
     input_text: str | None,
     action_result_text: str | None,
     learned_keys_text: str | None,
-) -> _Derived:
+) -> OperationKeys:
     """:func:`_derive` for an operation bound to a registry contract, kept by everything the
     keys are derived from: an operation whose keys did not change since the last batch that
     named it is not decoded and derived again, one whose keys changed has other arguments.
@@ -186,9 +168,8 @@ def _candidates(
         params["idems"] = idems
     probes: dict[str, set[str]] = {}
     for d, _ in pending:
-        names = fingerprint_key_names(d.provider)
-        if names and names <= set(d.event.keys):
-            probe = min(names, key=lambda n: (d.event.keys[n].lstrip("-").isdigit(), n))
+        probe = fingerprint_probe(d.provider, d.event.keys)
+        if probe is not None:
             probes.setdefault(probe, set()).add(d.event.keys[probe])
     for n, (probe, probe_values) in enumerate(sorted(probes.items())):
         matches.append(
@@ -211,10 +192,10 @@ def _candidates(
             contract = None if loaded is None else contract_of(session, loaded)
             if contract is None:
                 continue
-            derived = _derive(contract, *_derived_from(op))
+            keys = _derive(contract, *_derived_from(op))
         else:
-            derived = _derived_with_registry_contract(op.contract_hash, *_derived_from(op))
-        found.append(_Candidate(op, contract, *derived))
+            keys = _derived_with_registry_contract(op.contract_hash, *_derived_from(op))
+        found.append(_Candidate(op, keys))
     return found
 
 
@@ -247,11 +228,7 @@ def correlate_stored(
             now=now,
             result=r,
         )
-    woken = dict(wake_for_events(session, {op for _, r in pending for op in r.to_wake}, now=now))
-    for _, r in pending:
-        r.wakes = [(op, woken[op]) for op in r.to_wake if op in woken]
-    _recheck_watched(session, pending, now)
-    _mark_correlated(session, [r.event_pk for _, r in pending if r.event_pk is not None])
+    settle(session, pending, now=now)
 
 
 def _link_batch(
@@ -267,12 +244,12 @@ def _link_batch(
     print_names: set[tuple[str, ...]] = set()
     for c in candidates:
         ws = c.op.workspace_id
-        if c.idempotency is not None:
-            by_idempotency.setdefault((ws, c.idempotency), []).append(c)
-        for value in c.subjects:
+        if c.keys.idempotency is not None:
+            by_idempotency.setdefault((ws, c.keys.idempotency), []).append(c)
+        for value in c.keys.subjects:
             by_subject.setdefault((ws, value), []).append(c)
-        if c.fingerprint:
-            items = tuple(sorted(c.fingerprint.items()))
+        if c.keys.fingerprint:
+            items = tuple(sorted(c.keys.fingerprint.items()))
             weak_by_print.setdefault((ws, items), []).append(c)
             print_names.add(tuple(name for name, _ in items))
     links: list[tuple[Any, int, str, str, IntakeResult]] = []
@@ -285,36 +262,30 @@ def _link_batch(
             strong.update((c.op.id, c) for c in by_idempotency.get((ws, event.idempotency_key), ()))
         if event.object_id is not None:
             strong.update((c.op.id, c) for c in by_subject.get((ws, event.object_id), ()))
+        # The indexes only narrow: ``match`` decides, strong matches first, in id order.
         matches: list[tuple[Any, str, str]] = []
         learns = False
+        printed = fingerprinted(d.provider, event.keys)
         for op_id in sorted(strong):
             c = strong[op_id]
-            if d.provider not in c.providers:
-                continue
-            if event.idempotency_key is not None and event.idempotency_key == c.idempotency:
-                if (
-                    c.op.subject_id is None
-                    and event.object_id is not None
-                    and _of_subject_type(c.contract, event.type)
-                ):
-                    learns = True
-                matches.append((c.op, "idempotency_key", STRONG))
-            else:
-                matches.append((c.op, "resource_id", STRONG))
+            found = match(event, d.provider, c.keys, fingerprinted=printed)
+            if found is not None:
+                learns = learns or found.learns
+                matches.append((c.op, found.strategy, found.assurance))
         if learns:
             slow.append((d, r))
             continue
-        names = fingerprint_key_names(d.provider)
-        if names and names <= set(event.keys):
+        if printed:
             weak: dict[str, _Candidate] = {}
             for print_of in print_names:
                 if all(name in event.keys for name in print_of):
                     items = tuple((name, event.keys[name]) for name in print_of)
                     weak.update((c.op.id, c) for c in weak_by_print.get((ws, items), ()))
             for op_id in sorted(weak):
-                c = weak[op_id]
-                if op_id not in strong and d.provider in c.providers:
-                    matches.append((c.op, "fingerprint", WEAK))
+                if op_id not in strong:
+                    found = match(event, d.provider, weak[op_id].keys, fingerprinted=printed)
+                    if found is not None:
+                        matches.append((weak[op_id].op, found.strategy, found.assurance))
         links.extend((op, pk, strategy, assurance, r) for op, strategy, assurance in matches)
     if links:
         params = {

@@ -1,8 +1,8 @@
 """Correlating one event at a time, and one operation at a time.
 
 :func:`correlate_event` links a newly stored event to every operation it correlates with, by
-their keys (``shared.intake.rules``): one query finds the candidates, each is compared here; an
-operation that learns its subject id from the event records it
+the rules of ``shared.intake.rules``: one query finds the candidates, ``match`` decides each;
+an operation that learns its subject id from the event records it
 (``learned_keys[<identity key>]`` and ``subject_id``) and links the events stored before that
 name it. It serves databases other than PostgreSQL, and on PostgreSQL the events that may teach
 an operation its subject id (``shared.intake.batch`` links the others set-based).
@@ -27,16 +27,20 @@ from sqlalchemy.orm import Session, load_only
 
 from shared.core.contract import Contract
 from shared.db.models import Event, EventKey, Operation, OperationEvent
-from shared.intake.contracts import contract_of, event_providers, fingerprint_key_names
+from shared.intake.contracts import contract_of, event_providers
 from shared.intake.parse import ParsedEvent
 from shared.intake.results import IntakeResult, Link
 from shared.intake.rules import (
     STRONG,
     WEAK,
+    Match,
     _fingerprint,
     _idempotency_value,
     _of_subject_type,
     _subject_values,
+    fingerprint_probe,
+    match,
+    operation_keys,
 )
 from shared.intake.store import _insert
 
@@ -194,10 +198,8 @@ def correlate_event(
         conditions.append(Operation.subject_id == event.object_id)
     if event.idempotency_key is not None:
         conditions.append(Operation.id == event.idempotency_key)
-    names = fingerprint_key_names(provider)
-    fingerprinted = bool(names) and names <= set(event.keys)
-    if fingerprinted:
-        probe = min(names, key=lambda n: (event.keys[n].lstrip("-").isdigit(), n))
+    probe = fingerprint_probe(provider, event.keys)
+    if probe is not None:
         conditions.append(
             and_(
                 Operation.final.is_(False),
@@ -213,61 +215,45 @@ def correlate_event(
         .where(Operation.workspace_id == workspace_id, or_(*conditions))
         .order_by(Operation.id)
     ).scalars()
-    weak: list[tuple[Operation, Contract]] = []
+    weak: list[tuple[Operation, Match]] = []
     for op in list(candidates):
         contract = contract_of(session, op)
-        if contract is None or provider not in event_providers(contract):
+        if contract is None:
             continue
-        if event.idempotency_key is not None and event.idempotency_key == _idempotency_value(
-            contract, op
-        ):
-            if (
-                op.subject_id is None
-                and event.object_id is not None
-                and _of_subject_type(contract, event.type)
-                and _learn_subject(session, op, contract, event.object_id, now)
-            ):
+        keys = operation_keys(contract, op, final=op.final)
+        found = match(event, provider, keys, fingerprinted=probe is not None)
+        if found is None:
+            continue
+        if found.assurance == WEAK:
+            weak.append((op, found))
+            continue
+        if found.learns:
+            assert event.object_id is not None  # what the operation learns
+            if _learn_subject(session, op, contract, event.object_id, now):
                 result.learned.append(op.id)
                 correlate_pending_events(session, op, now, result=result)
-            _record_link(
-                session,
-                result,
-                operation=op,
-                event_pk=event_pk,
-                strategy="idempotency_key",
-                assurance=STRONG,
-                now=now,
-            )
-        elif event.object_id is not None and event.object_id in _subject_values(op, contract):
-            _record_link(
-                session,
-                result,
-                operation=op,
-                event_pk=event_pk,
-                strategy="resource_id",
-                assurance=STRONG,
-                now=now,
-            )
-        elif fingerprinted and op.subject_id is None and not op.final:
-            weak.append((op, contract))
-    # Weak candidates: open operations not yet strongly correlated (no subject id) whose every
+        _record_link(
+            session,
+            result,
+            operation=op,
+            event_pk=event_pk,
+            strategy=found.strategy,
+            assurance=found.assurance,
+            now=now,
+        )
+    # Weak matches: open operations not yet strongly correlated (no subject id) whose every
     # fingerprint key equals the event's. An operation that knows its subject needs none (its
     # webhook channels find the charge's other events by key value).
     linked = {link.operation_id for link in result.links}
-    for op, contract in weak:
-        fingerprint = _fingerprint(contract, op)
-        if (
-            op.id not in linked
-            and fingerprint
-            and all(event.keys.get(k) == v for k, v in fingerprint.items())
-        ):
+    for op, found in weak:
+        if op.id not in linked:
             _record_link(
                 session,
                 result,
                 operation=op,
                 event_pk=event_pk,
-                strategy="fingerprint",
-                assurance=WEAK,
+                strategy=found.strategy,
+                assurance=found.assurance,
                 now=now,
             )
     return result

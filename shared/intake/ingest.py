@@ -1,8 +1,7 @@
 """One delivery, every step: :func:`ingest_event` stores a verified event once
-(``shared.intake.store``), correlates it (``shared.intake.correlate``), wakes the open
-operations it strongly links, schedules its rechecks and takes it out of the backlog
-(``shared.intake.settle``), in the caller's transaction. The webhook intake splits these steps
-instead (store, commit, answer; a correlator later).
+(``shared.intake.store``), correlates it (``shared.intake.correlate``) and settles it (wakes,
+rechecks, out of the backlog: ``shared.intake.settle``), in the caller's transaction. The
+webhook intake splits these steps instead (store, commit, answer; a correlator later).
 """
 
 from __future__ import annotations
@@ -14,9 +13,8 @@ from sqlalchemy.orm import Session
 from shared.intake.correlate import correlate_event
 from shared.intake.parse import ParsedEvent
 from shared.intake.results import Delivery, IntakeResult
-from shared.intake.settle import _mark_correlated, _recheck_watched
+from shared.intake.settle import settle
 from shared.intake.store import store_event
-from shared.lifecycle.scheduling import wake_for_events
 
 __all__ = ["ingest_event"]
 
@@ -49,11 +47,5 @@ def ingest_event(
         now=now,
     )
     result.event_pk = event_pk
-    result.wakes = wake_for_events(session, result.to_wake, now=now)
-    _recheck_watched(
-        session,
-        [(Delivery(workspace_id, provider, event, raw, now), result)],
-        now,
-    )
-    _mark_correlated(session, [event_pk])
+    settle(session, [(Delivery(workspace_id, provider, event, raw, now), result)], now=now)
     return result

@@ -30,7 +30,7 @@ from shared.core.types import ACTION_REJECTED_PHASE, OperationState, Verdict
 from shared.db.audit import append_transition
 from shared.db.models import Operation, Workspace
 from shared.db.tenants import new_id
-from shared.intake.store import correlate_pending_events, lock_correlation
+from shared.intake.correlate import correlate_pending_events, lock_correlation
 from shared.lifecycle.contracts import (
     ContractNotFound,
     ResolvedContract,
@@ -86,7 +86,7 @@ def load_operation(
     )
     if for_update:
         # Before the row lock: a change that may teach the operation its keys must not
-        # interleave with a correlator of the workspace (shared.intake.store.lock_correlation).
+        # interleave with a correlator of the workspace (shared.intake.correlate.lock_correlation).
         lock_correlation(session, [workspace_id], shared=True)
         query = query.with_for_update()
     op = session.execute(query).scalar_one_or_none()

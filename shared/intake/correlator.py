@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Engine
 
 from shared.db.session import session_scope
-from shared.intake.store import correlate_backlog
+from shared.intake.backlog import correlate_backlog
 from shared.lifecycle.scheduling import dispatch_observe_now
 
 __all__ = ["BATCH", "MAX_ROUNDS", "correlate_pending"]

@@ -126,7 +126,7 @@ REFUSAL_REASONS: frozenset[str] = frozenset(
         "no_matching_signature",
         "timestamp_out_of_tolerance",
         "no_secret",
-        # the verified body (``shared.intake.store.MalformedEvent.reason``)
+        # the verified body (``shared.intake.parse.MalformedEvent.reason``)
         "malformed_json",
         "malformed_event",
         "missing_event_id",

@@ -14,8 +14,9 @@ from sqlalchemy.orm import Session
 from shared.core.events import reduce_events
 from shared.core.expressions import EvaluationContext
 from shared.db.models import Event, EventKey, Operation
+from shared.intake.correlate import correlate_pending_events
 from shared.intake.correlator import correlate_pending
-from shared.intake.store import correlate_pending_events, event_record
+from shared.intake.store import event_record
 from shared.trust.registry import get_registry
 
 from .conftest import (

@@ -18,16 +18,14 @@ import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from services.ingress.webhooks import correlation_requests
+from services.ingress.correlate_messages import correlation_requests
 from services.verdict.sweeper import Sweeper
 from shared.db.models import Event, EventBacklog
+from shared.intake.backlog import correlate_backlog
+from shared.intake.correlate import correlate_pending_events
 from shared.intake.correlator import correlate_pending
-from shared.intake.store import (
-    IntakeResult,
-    correlate_backlog,
-    correlate_pending_events,
-    store_many,
-)
+from shared.intake.results import IntakeResult
+from shared.intake.store import store_many
 from shared.runtime.settings import Settings
 
 from .conftest import (
@@ -294,7 +292,7 @@ def test_a_correlator_waits_for_an_action_report_in_flight(
     import threading
 
     from shared.db.models import Operation
-    from shared.intake.store import lock_correlation
+    from shared.intake.correlate import lock_correlation
 
     op_id = add_operation(pg_engine, tenant, state="PENDING")
     t = int(time.time())
@@ -341,7 +339,7 @@ def test_a_report_links_an_event_a_correlator_has_claimed_without_deadlock(
     import threading
 
     from shared.db.models import Operation
-    from shared.intake.store import lock_correlation
+    from shared.intake.correlate import lock_correlation
 
     op_id = add_operation(
         pg_engine, tenant, state="PENDING", input={"charge": "ch_K", "amount": 3, "currency": "eur"}

@@ -12,7 +12,11 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from shared.db.models import Event
-from shared.intake.store import Delivery, correlate_stored, ingest_event, parse_event, store_many
+from shared.intake.batch import correlate_stored
+from shared.intake.ingest import ingest_event
+from shared.intake.parse import parse_event
+from shared.intake.results import Delivery
+from shared.intake.store import store_many
 from shared.trust.registry import get_registry
 from shared.trust.signatures import VerifiedDelivery
 

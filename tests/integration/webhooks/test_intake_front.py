@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
-from services.ingress import webhooks
+from services.ingress import webhook_batches
 from shared.db.models import Event
 
 from .conftest import Tenant, TestClient, counts, refund, signed, stripe_event
@@ -55,7 +55,7 @@ def test_a_connection_the_database_dropped_is_replaced(
 ) -> None:
     """Idle connections are pinged first: after a database restart (here: the intake's
     backends terminated) the next delivery is stored, not answered 503."""
-    monkeypatch.setattr(webhooks, "IDLE_PING_AFTER_S", 0.0)
+    monkeypatch.setattr(webhook_batches, "IDLE_PING_AFTER_S", 0.0)
     first = body_for("evt_front_before")
     assert client.post(tenant.path, content=first, headers=signed(first)).status_code == 200
     with pg_engine.connect() as conn:
@@ -64,7 +64,7 @@ def test_a_connection_the_database_dropped_is_replaced(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND application_name = :name"
             ),
-            {"name": webhooks.APPLICATION_NAME},
+            {"name": webhook_batches.APPLICATION_NAME},
         ).scalar_one()
     assert killed == 1  # the intake's idle connection
     second = body_for("evt_front_after")

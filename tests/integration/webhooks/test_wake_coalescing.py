@@ -19,7 +19,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from shared.db.models import Operation
-from shared.intake.store import correlate_backlog, store_many
+from shared.intake.backlog import correlate_backlog
+from shared.intake.store import store_many
 from shared.lifecycle.scheduling import claim_reading, wake_for_events
 
 from .conftest import Tenant, add_operation, links, load_operation, refund, stripe_event

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from services.ingress import webhooks
-from services.ingress.webhooks import MAX_BATCH, _Batcher, _Outcome
-from shared.intake.store import IntakeResult
+from services.ingress import webhook_batches
+from services.ingress.webhook_batches import MAX_BATCH, _Batcher
+from services.ingress.webhook_checks import _Outcome
+from shared.intake.results import IntakeResult
 
 
 class Held:
@@ -38,8 +39,8 @@ async def _settle() -> None:
 
 def test_one_batch_at_a_time_until_a_full_batch_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     held = Held()
-    monkeypatch.setattr(webhooks, "_ingest_batch_pg", held.ingest)
-    monkeypatch.setattr(webhooks, "_connections_for", lambda engine: None)
+    monkeypatch.setattr(webhook_batches, "_ingest_batch_pg", held.ingest)
+    monkeypatch.setattr(webhook_batches, "_connections_for", lambda engine: None)
     engine = SimpleNamespace(dialect=SimpleNamespace(name="postgresql"))
     settings = object()
 

@@ -95,7 +95,7 @@ def test_the_reasons_table_lists_every_refusal_reason() -> None:
     ("path", "pattern"),
     [
         ("shared/trust/signatures.py", r'SignatureError\(\s*"([a-z0-9_]+)"'),
-        ("shared/intake/store.py", r'MalformedEvent\(\s*"([a-z0-9_]+)"'),
+        ("shared/intake/parse.py", r'MalformedEvent\(\s*"([a-z0-9_]+)"'),
         ("services/ingress/webhooks.py", r'_refused\(provider,\s*"([a-z0-9_]+)"\)'),
         ("services/ingress/webhooks.py", r'\d{3}: "([a-z0-9_]+)"'),
     ],

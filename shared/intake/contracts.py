@@ -1,0 +1,156 @@
+"""What the intake reads of the registry: a provider's event shape, the contract an operation
+was created with, the providers whose events may correlate with a contract, and the names of the
+fingerprint keys a provider's contracts correlate on.
+
+The registry module is loaded at first use (it costs about 0.2 s); what correlation derives
+from a contract is computed once per contract object (:func:`_of_contract`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from shared.core.contract import Contract
+from shared.core.skill import EventShape
+from shared.db.models import Operation
+
+__all__ = [
+    "DEFAULT_SHAPES",
+    "contract_of",
+    "event_providers",
+    "event_shape_for",
+    "fingerprint_key_names",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SHAPES: Mapping[str, EventShape] = {
+    # Used when the provider's skill declares no event shape, by the connection's scheme.
+    "stripe": EventShape(
+        id="$event.id",
+        type="$event.type",
+        created="$event.created",
+        api_version="$event.api_version",
+        object="$event.data.object",
+        object_id="$event.data.object.id",
+        idempotency_key="$event.request.idempotency_key",
+        correlation_keys={
+            "object_id": "$event.data.object.id",
+            "idempotency_key": "$event.request.idempotency_key",
+        },
+    ),
+    "standard_webhooks": EventShape(
+        id="$delivery.id",
+        type="$event.type",
+        created="$event.timestamp",
+        object="$event.data",
+        object_id="$event.data.id",
+        correlation_keys={"object_id": "$event.data.id"},
+    ),
+    "github": EventShape(
+        id="$delivery.id",
+        type="$delivery.event_type",
+        created="$delivery.received_at",
+        object="$event",
+        correlation_keys={},
+    ),
+}
+
+
+@cache
+def _registry_module() -> Any:
+    from shared.trust import registry  # at first use: loading the registry module costs ~0.2 s
+
+    return registry
+
+
+def _registry() -> Any:
+    return _registry_module().get_registry()
+
+
+def event_shape_for(provider: str, scheme: str) -> EventShape:
+    """The provider skill's event shape, else the default shape of the signature scheme."""
+    skill = _registry().skill(provider)
+    shape = skill.manifest.event_shape if skill is not None else None
+    if shape is not None:
+        return shape  # type: ignore[no-any-return]
+    return DEFAULT_SHAPES.get(scheme, DEFAULT_SHAPES["stripe"])
+
+
+def event_providers(contract: Contract) -> frozenset[str]:
+    """Providers whose events may correlate with the contract's operations: the skill's, and
+    the provider each webhook channel names (an app contract may read Stripe's events)."""
+    return frozenset(
+        {contract.skill.provider}
+        | {ch.provider_of(contract) for ch in contract.channels if ch.verifier == "webhook"}
+    )
+
+
+def fingerprint_key_names(provider: str) -> frozenset[str]:
+    """Names of the fingerprint keys the provider's shipped contracts correlate on."""
+    registry = _registry()
+    cached = _fingerprint_names.get(provider)
+    if cached is not None and cached[0] is registry:
+        return cached[1]
+    names: set[str] = set()
+    for entry in registry.entries():
+        contract: Contract = entry.contract
+        if provider not in event_providers(contract):
+            continue
+        for strategy in contract.correlation:
+            if strategy.strategy == "fingerprint":
+                names.update(key.name for key in strategy.keys)
+    found = frozenset(names)
+    _fingerprint_names[provider] = (registry, found)
+    return found
+
+
+# provider -> (the registry it was computed from, names); recomputed when the registry changes
+_fingerprint_names: dict[str, tuple[Any, frozenset[str]]] = {}
+
+
+def _registry_contract(contract_hash: str) -> Contract | None:
+    """A contract of the registry by its hash (None: a custom contract, or one no longer
+    registered)."""
+    entry = _registry().by_hash(contract_hash)
+    return None if entry is None else entry.contract
+
+
+def contract_of(session: Session, operation: Operation) -> Contract | None:
+    """The contract an operation was created with (None when it can no longer be found)."""
+    contract = _registry_contract(operation.contract_hash)
+    if contract is not None:
+        return contract
+    from shared.lifecycle.contracts import ContractNotFound, contract_for
+
+    try:
+        return contract_for(session, operation)
+    except ContractNotFound:
+        log.warning(
+            "operation %s: contract not found, not correlated",
+            operation.id,
+            extra={"operation_id": operation.id},
+        )
+        return None
+
+
+_contract_memo: dict[tuple[int, str], tuple[Contract, Any]] = {}
+"""What correlation derives from a contract, by contract object and what (contracts are
+frozen; an entry holds its contract, so the id cannot be another's while the entry lives)."""
+
+
+def _of_contract(contract: Contract, what: str, derive: Callable[[], Any]) -> Any:
+    """``derive()`` for ``contract``, computed once per contract object."""
+    memo = _contract_memo.get((id(contract), what))
+    if memo is not None and memo[0] is contract:
+        return memo[1]
+    value = derive()
+    if len(_contract_memo) >= 4096:  # custom contracts come and go: keep it bounded
+        _contract_memo.clear()
+    _contract_memo[(id(contract), what)] = (contract, value)
+    return value

@@ -1,0 +1,198 @@
+"""Parsing a verified delivery into an event.
+
+:func:`parse_event` reads the event by the provider skill's ``event_shape`` (id, type, the
+event's own creation time, api version, object id, the correlation keys it carries). Malformed
+JSON or a missing id / type / time raises :class:`MalformedEvent`; a body that no table can hold
+raises it with the reason :data:`UNSTORABLE`. The expression reader here (``$event.*``,
+``$delivery.*``) is the one the correlation rules read operations with (``shared.intake.rules``).
+
+Errors::
+
+    MalformedEvent       the verified body is not an event of the expected shape (400)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+from shared.core.skill import EventShape
+from shared.core.storable import unstorable
+from shared.trust.signatures import VerifiedDelivery
+
+__all__ = ["UNSTORABLE", "MalformedEvent", "ParsedEvent", "parse_event"]
+
+_MAX_ID = 255
+_MAX_TYPE = 200
+_MAX_VERSION = 64
+_MAX_KEY_VALUE = 255
+# Epoch seconds a provider timestamp may take: 2000-01-01 .. 2100-01-01.
+_MIN_EPOCH, _MAX_EPOCH = 946_684_800, 4_102_444_800
+
+
+UNSTORABLE = "unstorable"
+"""The reason of a verified body that no table can hold (``shared.core.storable``)."""
+
+
+class MalformedEvent(ValueError):
+    """A verified body that is not an event of the expected shape; refused, stored nowhere."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedEvent:
+    event_id: str
+    type: str
+    provider_timestamp: datetime
+    body: dict[str, Any]
+    api_version: str | None = None
+    object_id: str | None = None
+    idempotency_key: str | None = None
+    keys: Mapping[str, str] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------ parsing
+
+
+_ABSENT = object()
+
+
+def _walk(doc: Any, parts: Sequence[str]) -> Any:
+    for part in parts:
+        # ``type(doc) is dict`` first: what JSON decodes to, without the ABC check
+        if type(doc) is dict or isinstance(doc, Mapping):
+            doc = doc.get(part, _ABSENT)
+            if doc is _ABSENT:
+                return None
+        elif isinstance(doc, list) and part.isdigit() and int(part) < len(doc):
+            doc = doc[int(part)]
+        else:
+            return None
+    return doc
+
+
+@lru_cache(maxsize=1024)
+def _expression(expr: str) -> tuple[str, tuple[str, ...]]:
+    """An expression's root and path (``$event.data.object.id`` → ``$event``, its parts),
+    split once: skills and contracts hold a few hundred at most."""
+    root, _, rest = expr.partition(".")
+    return root, tuple(rest.split(".")) if rest else ()
+
+
+def _resolve(expr: str | None, body: Any, delivery: Mapping[str, Any]) -> Any:
+    """``$event.a.b`` reads the body, ``$delivery.x`` what the signature check learned."""
+    if not expr:
+        return None
+    root, parts = _expression(expr)
+    if root == "$event":
+        return _walk(body, parts)
+    if root == "$delivery":
+        return _walk(delivery, parts)
+    return None
+
+
+def _text(value: Any, limit: int) -> str | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        value = str(value)
+    if isinstance(value, str) and 0 < len(value) <= limit:
+        return value
+    return None
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if isinstance(value, int | float):
+        if not _MIN_EPOCH <= value <= _MAX_EPOCH:
+            return None
+        return datetime.fromtimestamp(value, tz=UTC)
+    if isinstance(value, str):
+        if value.isdigit():
+            return _timestamp(int(value))
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    return None
+
+
+def parse_event(
+    body: bytes,
+    *,
+    shape: EventShape,
+    delivery: VerifiedDelivery,
+    received_at: datetime,
+    extra_keys: Iterable[str] = (),
+) -> ParsedEvent:
+    """Read a verified body by ``shape``. ``extra_keys`` are object fields kept as keys too.
+
+    The provider timestamp is the event's own creation time (``shape.created``), never the
+    signature's timestamp.
+    """
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise MalformedEvent("malformed_json", "the body is not valid JSON") from exc
+    if not isinstance(doc, dict):
+        raise MalformedEvent("malformed_event", "the body is not a JSON object")
+    found = unstorable(doc)
+    if found is not None:
+        # NaN, a NUL character, a lone surrogate, too deep: no retry can ever store it.
+        raise MalformedEvent(
+            UNSTORABLE, f"the event cannot be stored: {found.field} {found.message}"
+        )
+    meta = {
+        "id": delivery.delivery_id,
+        "timestamp": delivery.timestamp,
+        "event_type": delivery.event_type,
+        "received_at": received_at,
+    }
+    event_id = _text(_resolve(shape.id, doc, meta), _MAX_ID)
+    if event_id is None:
+        raise MalformedEvent("missing_event_id", "the event carries no usable id")
+    event_type = _text(_resolve(shape.type, doc, meta), _MAX_TYPE)
+    if event_type is None:
+        raise MalformedEvent("missing_event_type", "the event carries no usable type")
+    created = _timestamp(_resolve(shape.created, doc, meta))
+    if created is None:
+        raise MalformedEvent("missing_event_time", "the event carries no usable creation time")
+    api_version = _text(_resolve(shape.api_version, doc, meta), _MAX_VERSION)
+    object_id = _text(_resolve(shape.object_id, doc, meta), _MAX_KEY_VALUE)
+    idempotency_key = _text(_resolve(shape.idempotency_key, doc, meta), _MAX_KEY_VALUE)
+    keys: dict[str, str] = {}
+    for name, expr in shape.correlation_keys.items():
+        value = _text(_resolve(expr, doc, meta), _MAX_KEY_VALUE)
+        if value is not None:
+            keys[name] = value
+    obj = _resolve(shape.object, doc, meta)
+    for name in extra_keys:
+        if name not in keys and isinstance(obj, Mapping):
+            value = _text(obj.get(name), _MAX_KEY_VALUE)
+            if value is not None:
+                keys[name] = value
+    if object_id is not None:
+        keys.setdefault("object_id", object_id)
+    if idempotency_key is not None:
+        keys.setdefault("idempotency_key", idempotency_key)
+    return ParsedEvent(
+        event_id=event_id,
+        type=event_type,
+        provider_timestamp=created,
+        body=doc,
+        api_version=api_version,
+        object_id=object_id,
+        idempotency_key=idempotency_key,
+        keys=keys,
+    )

@@ -1,0 +1,63 @@
+"""What the intake takes and hands back: a :class:`Delivery` (one verified, parsed event and
+where it came from), the :class:`Link` of an event to an operation, and the
+:class:`IntakeResult` of an event — its links, the operations that learned their subject from
+it, and the wakes. Which links are wakes (``to_wake``) and which are late evidence (``late``)
+is said here, once, for every path that correlates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from shared.intake.parse import ParsedEvent
+from shared.intake.rules import STRONG
+
+__all__ = ["Delivery", "IntakeResult", "Link"]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One verified, parsed delivery for :func:`store_many`."""
+
+    workspace_id: str
+    provider: str
+    event: ParsedEvent
+    raw: bytes
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    operation_id: str
+    event_pk: int
+    strategy: str
+    assurance: str
+    final: bool
+
+
+@dataclass(slots=True)
+class IntakeResult:
+    """What one verified delivery did to the record (filled in the caller's transaction)."""
+
+    event_pk: int | None
+    duplicate: bool
+    links: list[Link] = field(default_factory=list)
+    learned: list[str] = field(default_factory=list)  # operations that learned their subject
+    wakes: list[tuple[str, int]] = field(default_factory=list)  # (operation id, fence)
+
+    @property
+    def late(self) -> list[str]:
+        """Final operations that this event was linked to (late evidence)."""
+        return sorted({link.operation_id for link in self.links if link.final})
+
+    @property
+    def to_wake(self) -> list[str]:
+        """Open operations strongly correlated with the event (a weak link wakes nothing)."""
+        return sorted(
+            {
+                link.operation_id
+                for link in self.links
+                if not link.final and link.assurance == STRONG
+            }
+        )

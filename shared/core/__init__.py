@@ -17,6 +17,14 @@ Modules:
 - ``shown``         what of an observed value a caller is shown (scalars; shapes of the rest)
 - ``state_machine`` the operation lifecycle as an explicit transition table
 - ``retry``         the frozen retry table
+- ``claim``         what may be said about an operation: its completion level and claim
+- ``receipt``       the receipt as data: its body, the signed bytes, the travelling document
+- ``storable``      what a JSON value must be for Provely to store it
+- ``patterns``      contract authors' regular expressions, compiled with RE2
+- ``skill``         the skill manifest as data
+- ``lint``          static checks of contracts and skill manifests
+- ``render``        the published page of a contract, in Markdown
+- ``cells``         how contract data reads in the page's cells and tables
 
 Error tree (every error the core raises on purpose)::
 

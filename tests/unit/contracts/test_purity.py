@@ -14,7 +14,12 @@ import pytest
 
 from tests.unit.contracts.helpers import REPO_ROOT
 
-MODULES = ["shared/core/lint.py", "shared/core/render.py", "shared/core/skill.py"]
+MODULES = [
+    "shared/core/lint.py",
+    "shared/core/render.py",
+    "shared/core/cells.py",
+    "shared/core/skill.py",
+]
 FORBIDDEN_CALLS = {"now", "utcnow", "today", "open", "uuid4"}
 
 

@@ -9,6 +9,7 @@ Modules:
 - ``contract``      the completion contract model, canonical JSON and its hash
 - ``types``         value types the core takes and returns (observations, decisions, ...)
 - ``expressions``   ``$root.a.b`` expressions, the ``UNKNOWN`` sentinel, evaluation contexts
+- ``templates``     an http readback's path template and query string filled from expressions
 - ``operators``     the three-valued operators of the contract language
 - ``engine``        ``decide`` (the verdict engine) and ``state_after``
 - ``events``        the webhook channel's reduction of stored provider events

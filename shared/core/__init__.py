@@ -11,7 +11,9 @@ Modules:
 - ``expressions``   ``$root.a.b`` expressions, the ``UNKNOWN`` sentinel, evaluation contexts
 - ``templates``     an http readback's path template and query string filled from expressions
 - ``operators``     the three-valued operators of the contract language
-- ``engine``        ``decide`` (the verdict engine) and ``state_after``
+- ``compiled``      a contract compiled for the engine (expressions parsed, channels indexed)
+- ``context``       an operation's correlation keys and evaluation context
+- ``engine``        ``decide`` (the verdict engine), ``state_after`` and ``deadline_of``
 - ``events``        the webhook channel's reduction of stored provider events
 - ``schedule``      the wait before each observation, and jitter
 - ``paths``         readback paths: dot segments, paths inside a skill's declared paths

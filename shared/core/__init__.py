@@ -25,7 +25,8 @@ Modules:
 - ``storable``      what a JSON value must be for Provely to store it
 - ``patterns``      contract authors' regular expressions, compiled with RE2
 - ``skill``         the skill manifest as data
-- ``lint``          static checks of contracts and skill manifests
+- ``lint``          static checks of contracts and skill manifests (a package: ``findings``,
+                    ``document``, ``contract``, ``operands``, ``skill``)
 - ``render``        the published page of a contract, in Markdown
 - ``cells``         how contract data reads in the page's cells and tables
 

@@ -28,8 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.doc_rows import add_row  # noqa: E402
+from shared.core.context import build_context  # noqa: E402
 from shared.core.contract import Contract  # noqa: E402
-from shared.core.engine import build_context, decide  # noqa: E402
+from shared.core.engine import decide  # noqa: E402
 from shared.core.events import reduce_events  # noqa: E402
 from shared.core.types import (  # noqa: E402
     EventRecord,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
-    from shared.core.lint import LintError
+    from shared.core.lint.findings import LintError
     from shared.trust.registry import RegisteredContract
 
 __all__ = ["register"]
@@ -51,7 +51,7 @@ def _files(paths: list[Path]) -> Iterator[Path]:
 
 
 def _parse(path: Path) -> tuple[Any, LintError | None]:
-    from shared.core.lint import LintError
+    from shared.core.lint.findings import LintError
     from shared.trust.registry import parse_document
 
     try:
@@ -87,7 +87,7 @@ def _unsigned(path: Path, data: Any) -> str | None:
 
 def _lint_skill(path: Path, data: Any) -> list[LintError]:
     from shared.core.contract import Contract
-    from shared.core.lint import lint_skill_manifest
+    from shared.core.lint.skill import lint_skill_manifest
 
     files: dict[str, bytes | None] = {}
     contracts: dict[str, Contract] = {}
@@ -125,7 +125,8 @@ def lint(
     which is not a finding.
     """
     from shared.core.contract import contract_hash
-    from shared.core.lint import LintError, is_skill_manifest, validate_contract
+    from shared.core.lint.document import is_skill_manifest, validate_contract
+    from shared.core.lint.findings import LintError
 
     if not paths:
         from shared.trust.registry import SHIPPED_CONTRACTS_DIR
@@ -235,7 +236,7 @@ def show(
 def hash_file(path: Path = typer.Argument(..., help="A contract file (YAML or JSON).")) -> None:
     """Print the sha256 of a contract's canonical JSON (pages show its first 16 digits)."""
     from shared.core.contract import contract_hash
-    from shared.core.lint import validate_contract
+    from shared.core.lint.document import validate_contract
 
     if not path.is_file():
         raise _fail(f"{path}: no such file", 2)

@@ -22,8 +22,8 @@ from sqlalchemy.orm.attributes import set_committed_value
 from services.ingress.inputs import check_input
 from services.ingress.problems import ApiError, FieldProblem
 from services.ingress.schemas import ActionReportIn, CreateOperationIn, ReviewIn
+from shared.core.context import build_context
 from shared.core.contract import Contract
-from shared.core.engine import build_context
 from shared.core.expressions import UNKNOWN, resolve
 from shared.core.retry import retry_guidance
 from shared.core.types import ACTION_REJECTED_PHASE, OperationState, Verdict

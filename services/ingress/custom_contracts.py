@@ -1,11 +1,11 @@
 """``POST /v1/contracts``: a workspace uploads a contract of its own (certification ``custom``).
 
 The body is the contract document, YAML or JSON as its ``Content-Type`` says. It is linted by
-``shared.core.lint.validate_contract`` — the checks and the messages of ``provely contracts
-lint`` — and, when clean, stored in ``custom_contracts`` for the caller's workspace only. Other
-workspaces never see it (``GET /v1/contracts`` lists shipped contracts and the caller's own) and
-cannot bind operations to it. An operation created on it keeps deciding with exactly the stored
-document (``shared.lifecycle.contracts.contract_for`` checks the hash).
+``shared.core.lint.document.validate_contract`` — the checks and the messages of ``provely
+contracts lint`` — and, when clean, stored in ``custom_contracts`` for the caller's workspace
+only. Other workspaces never see it (``GET /v1/contracts`` lists shipped contracts and the
+caller's own) and cannot bind operations to it. An operation created on it keeps deciding with
+exactly the stored document (``shared.lifecycle.contracts.contract_for`` checks the hash).
 
 Answers:
 
@@ -51,7 +51,9 @@ from services.ingress.deps import AdminCaller, app_engine, app_settings, now, tr
 from services.ingress.problems import ApiError, FieldProblem, error_responses, unstorable_problem
 from services.ingress.schemas import ContractSummary
 from shared.core.contract import Contract, contract_hash
-from shared.core.lint import LintError, lint_readback_paths, validate_contract
+from shared.core.lint.document import validate_contract
+from shared.core.lint.findings import LintError
+from shared.core.lint.skill import lint_readback_paths
 from shared.core.storable import unstorable
 from shared.db.models import CustomContract
 from shared.trust.registry import RegistryError, get_registry

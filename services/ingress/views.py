@@ -23,8 +23,8 @@ from services.ingress.schemas import (
     TimelineEntry,
 )
 from shared.core.claim import claim_for
+from shared.core.context import correlation_keys
 from shared.core.contract import Contract
-from shared.core.engine import correlation_keys
 from shared.core.retry import retry_guidance
 from shared.core.shown import shown_expected, shown_value
 from shared.core.types import OperationState, Verdict

@@ -39,9 +39,10 @@ from sqlalchemy.orm import Session
 
 from services.observer.connections import Readback, readback_of
 from services.observer.http_verifier import read_http, read_http_list
+from shared.core.context import build_context
 from shared.core.contract import Channel, Contract
-from shared.core.engine import build_context
-from shared.core.expressions import EvaluationContext, fill_path_template, fill_query
+from shared.core.expressions import EvaluationContext
+from shared.core.templates import fill_path_template, fill_query
 from shared.core.types import ObservationStatus, OperationState
 from shared.db.models import Connection, Observation, Operation
 from shared.db.session import get_engine, read_connection, session_scope

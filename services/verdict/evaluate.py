@@ -31,8 +31,9 @@ from typing import Any
 from sqlalchemy import Engine, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
+from shared.core.context import build_context
 from shared.core.contract import Contract, Timing
-from shared.core.engine import build_context, deadline_of, decide, state_after
+from shared.core.engine import deadline_of, decide, state_after
 from shared.core.expressions import EvaluationContext
 from shared.core.schedule import apply_jitter, next_observation_delay
 from shared.core.types import (

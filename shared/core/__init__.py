@@ -9,14 +9,26 @@ Modules:
 - ``contract``      the completion contract model, canonical JSON and its hash
 - ``types``         value types the core takes and returns (observations, decisions, ...)
 - ``expressions``   ``$root.a.b`` expressions, the ``UNKNOWN`` sentinel, evaluation contexts
+- ``templates``     an http readback's path template and query string filled from expressions
 - ``operators``     the three-valued operators of the contract language
-- ``engine``        ``decide`` (the verdict engine) and ``state_after``
+- ``compiled``      a contract compiled for the engine (expressions parsed, channels indexed)
+- ``context``       an operation's correlation keys and evaluation context
+- ``engine``        ``decide`` (the verdict engine), ``state_after`` and ``deadline_of``
 - ``events``        the webhook channel's reduction of stored provider events
 - ``schedule``      the wait before each observation, and jitter
 - ``paths``         readback paths: dot segments, paths inside a skill's declared paths
 - ``shown``         what of an observed value a caller is shown (scalars; shapes of the rest)
 - ``state_machine`` the operation lifecycle as an explicit transition table
 - ``retry``         the frozen retry table
+- ``claim``         what may be said about an operation: its completion level and claim
+- ``receipt``       the receipt as data: its body, the signed bytes, the travelling document
+- ``storable``      what a JSON value must be for Provely to store it
+- ``patterns``      contract authors' regular expressions, compiled with RE2
+- ``skill``         the skill manifest as data
+- ``lint``          static checks of contracts and skill manifests (a package: ``findings``,
+                    ``document``, ``contract``, ``operands``, ``skill``)
+- ``render``        the published page of a contract, in Markdown
+- ``cells``         how contract data reads in the page's cells and tables
 
 Error tree (every error the core raises on purpose)::
 

@@ -29,7 +29,8 @@ import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from shared.core.contract import Contract, contract_hash
-from shared.core.lint import lint_skill_manifest, validate_contract
+from shared.core.lint.document import validate_contract
+from shared.core.lint.skill import lint_skill_manifest
 from shared.core.skill import SkillManifest
 from shared.runtime.settings import Settings, get_settings
 from shared.trust.skills import (

@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pydantic import ValidationError
 
-from shared.core.lint import validation_errors
+from shared.core.lint.findings import validation_errors
 from shared.core.skill import SkillContractFile, SkillManifest, manifest_signing_payload
 
 __all__ = [

@@ -16,9 +16,9 @@ import stripe
 from services.observer.http_verifier import HttpTarget, read_http_list
 from services.sandbox.client import SandboxControl
 from services.sandbox.runner import RunningSandbox
+from shared.core.context import build_context
 from shared.core.contract import Contract
-from shared.core.engine import build_context
-from shared.core.expressions import fill_query
+from shared.core.templates import fill_query
 from shared.core.types import ObservationStatus, OperationFacts
 from shared.trust.registry import get_registry
 from tests.sandbox.conftest import http

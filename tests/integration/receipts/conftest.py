@@ -16,7 +16,8 @@ from cryptography.fernet import Fernet
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from shared.core.engine import build_context, decide, state_after
+from shared.core.context import build_context
+from shared.core.engine import decide, state_after
 from shared.core.events import reduce_events
 from shared.core.types import Decision, EventRecord, Observation, ObservationStatus
 from shared.db.audit import append_transition

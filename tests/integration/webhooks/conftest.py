@@ -198,7 +198,7 @@ def add_operation(
     """An operation row as the API would have written it (bound to a shipped contract);
     ``watched``: a VERIFIED one watched as the evaluation watches it
     (``shared.lifecycle.watch``)."""
-    from shared.core.engine import build_context
+    from shared.core.context import build_context
     from shared.db.tenants import new_id
     from shared.evidence.webhooks import evidence_keys
     from shared.lifecycle.operations import facts_for

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
+from shared.core.context import build_context
 from shared.core.contract import Contract, canonical_json, contract_hash
-from shared.core.engine import build_context, decide
+from shared.core.engine import decide
 from shared.core.events import reduce_events
-from shared.core.lint import validate_contract
+from shared.core.lint.document import validate_contract
 from shared.core.render import render_page
 from shared.core.types import EventRecord, Observation, ObservationStatus, OperationFacts
 from shared.trust.registry import load_registry

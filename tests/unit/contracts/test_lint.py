@@ -18,13 +18,9 @@ import yaml
 from typer.testing import CliRunner
 
 from services.cli.main import app
-from shared.core.lint import (
-    LintError,
-    is_skill_manifest,
-    lint_document,
-    lint_skill_manifest,
-    validate_contract,
-)
+from shared.core.lint.document import is_skill_manifest, lint_document, validate_contract
+from shared.core.lint.findings import LintError
+from shared.core.lint.skill import lint_skill_manifest
 from tests.unit.contracts.helpers import CONTRACTS, CREATED, STRIPE, SUCCEEDED, contract_data
 
 FILE = "x.yaml"

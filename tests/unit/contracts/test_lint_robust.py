@@ -7,7 +7,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.core.lint import lint_document, lint_skill_manifest
+from shared.core.lint.document import lint_document
+from shared.core.lint.skill import lint_skill_manifest
 from tests.unit.contracts.helpers import STRIPE, contract_data, load_yaml
 
 json_values = st.recursive(

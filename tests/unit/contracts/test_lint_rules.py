@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from shared.core.lint import lint_document, lint_skill_manifest
+from shared.core.lint.document import lint_document
+from shared.core.lint.skill import lint_skill_manifest
 from tests.unit.contracts.helpers import STRIPE, contract_data, load_yaml
 
 Mutation = Callable[[dict[str, Any]], None]
@@ -328,7 +329,7 @@ def test_a_skills_contracts_read_only_its_declared_paths() -> None:
 
 def test_a_provider_without_declared_paths_cannot_be_read() -> None:
     from shared.core.contract import Contract
-    from shared.core.lint import lint_readback_paths
+    from shared.core.lint.skill import lint_readback_paths
 
     contract = Contract.model_validate(contract_data())
     errors = lint_readback_paths(contract, {"stripe": None}, file="<request>")

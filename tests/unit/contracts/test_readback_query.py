@@ -21,9 +21,11 @@ from shared.core.contract import (
     contract_hash,
 )
 from shared.core.engine import decide
-from shared.core.expressions import EvaluationContext, fill_query
-from shared.core.lint import lint_contract, validate_contract
+from shared.core.expressions import EvaluationContext
+from shared.core.lint.contract import lint_contract
+from shared.core.lint.document import validate_contract
 from shared.core.render import render_page
+from shared.core.templates import fill_query
 from shared.core.types import Observation, ObservationStatus, OperationFacts
 from tests.unit.contracts.helpers import (
     CREATED,

@@ -22,7 +22,8 @@ import re
 
 import pytest
 
-from shared.core.render import format_duration_ms, format_value, render_page
+from shared.core.cells import format_duration_ms, format_value
+from shared.core.render import render_page
 from shared.trust.registry import SHIPPED_CONTRACTS_DIR, SHIPPED_KEYS_DIR, load_registry
 from shared.trust.skills import load_trusted_keys
 from tests.unit.contracts.helpers import REPO_ROOT

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
+from shared.core.context import build_context
 from shared.core.contract import Contract
-from shared.core.engine import build_context
 from shared.core.events import reduce_events
 from shared.core.types import EventRecord, Observation, ObservationStatus, OperationFacts
 

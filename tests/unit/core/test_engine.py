@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
+from shared.core.context import build_context, correlation_keys
 from shared.core.engine import (
     EXPLANATIONS,
-    build_context,
-    correlation_keys,
     deadline_of,
     decide,
     state_after,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from shared.core import ChannelError
-from shared.core.engine import build_context
+from shared.core.context import build_context
 from shared.core.events import reduce_events
 from shared.core.types import EventRecord
 from tests.unit.core.builders import T0, event, facts, load, variant

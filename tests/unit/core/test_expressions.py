@@ -16,11 +16,10 @@ from shared.core.expressions import (
     LiteralOperand,
     compile_expression,
     compile_operand,
-    compile_path_template,
-    fill_path_template,
     is_expression,
     resolve,
 )
+from shared.core.templates import compile_path_template, fill_path_template
 
 CREATED = datetime(2026, 9, 10, 12, 0, tzinfo=UTC)
 EVENT = {"id": "evt_1", "data": {"object": {"id": "re_1", "status": "succeeded"}}}

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from shared.core import IllegalTransition
-from shared.core.engine import build_context, decide, state_after
+from shared.core.context import build_context
+from shared.core.engine import decide, state_after
 from shared.core.events import reduce_events
 from shared.core.retry import retry_guidance
 from shared.core.state_machine import FINAL_STATES, transition

@@ -27,8 +27,8 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
+    from services.cli.embedded import EmbeddedSystem
     from services.cli.scenarios import Outcome, Sandbox
-    from services.cli.up import EmbeddedSystem
     from shared.runtime.settings import Settings
 
 __all__ = ["EmbeddedDemoSystem", "register"]
@@ -68,8 +68,9 @@ class EmbeddedDemoSystem:
         return self.data_dir / "logs"
 
     def __enter__(self) -> EmbeddedDemoSystem:
+        from services.cli.embedded import EmbeddedSystem
         from services.cli.scenarios import write_short_timing_skill
-        from services.cli.up import EmbeddedSystem, free_port
+        from services.cli.spawn import free_port
 
         env = write_short_timing_skill(self.data_dir / "demo-skill")
         existing = os.environ.get("PROVELY_CONTRACT_PATHS")
@@ -530,7 +531,7 @@ def demo(
     from rich.console import Console
 
     from services.cli.scenarios import SCENARIOS
-    from services.cli.up import SupervisorError
+    from services.cli.supervisor import SupervisorError
 
     console = Console(stderr=as_json)
     if list_only:

@@ -335,7 +335,7 @@ def _keep_running(role: str, args: list[str]) -> int:
     (see :mod:`services.cli.keeper`); the exit code once it is stopped."""
     _setup_logging()
     from services.cli.keeper import WorkerKeeper
-    from services.cli.up import provely_argv
+    from services.cli.spawn import provely_argv
     from shared.runtime.observability import get_logger
 
     keeper = WorkerKeeper(role=role, argv=provely_argv(*args), log=get_logger("provely.serve"))

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from services.cli.scenarios import Agent, Sandbox, open_workspace
-from services.cli.up import free_port, provely_argv
+from services.cli.spawn import free_port, provely_argv
 from tests.e2e.launcher import DistributedSystem, running_system
 
 pytestmark = pytest.mark.e2e

@@ -39,7 +39,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from services.cli.up import free_port, provely_argv  # noqa: E402
+from services.cli.spawn import free_port, provely_argv  # noqa: E402
 from shared.core.patterns import pattern_matches  # noqa: E402
 from shared.db.migrate import upgrade  # noqa: E402
 from shared.db.session import make_engine, session_scope  # noqa: E402

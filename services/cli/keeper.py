@@ -17,7 +17,7 @@ docs/reliability.md). Each exit and each restart is logged (``worker.exited``,
 - The worker runs in a session of its own, so a terminal's Ctrl-C reaches it once, through the
   parent. When it has exited, whatever it left in its process group (pool processes of a worker
   that was killed) is killed before the next one starts. The worker stops itself when the
-  parent disappears (see ``services.cli.up.provely_argv``).
+  parent disappears (see ``services.cli.spawn.provely_argv``).
 
 Everything a worker does is idempotent and fenced, and PostgreSQL holds every schedule, so a
 restart loses nothing: what the dead worker held is delivered again or re-sent by the sweeper.

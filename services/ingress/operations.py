@@ -13,20 +13,18 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session, defer
 from sqlalchemy.orm.attributes import set_committed_value
 
-from services.ingress.actions import (
-    Scheduled,
+from services.ingress.actions import Scheduled, record_action, request_verification
+from services.ingress.bodies import StorableJsonRoute
+from services.ingress.creation import (
     check_field_sizes,
     check_operation_input,
     create_operation,
-    load_operation,
     prepare_operation,
-    record_action,
-    record_review,
-    request_verification,
 )
-from services.ingress.bodies import StorableJsonRoute
 from services.ingress.deps import AdminCaller, Caller, app_engine, app_settings, now, transaction
+from services.ingress.lookup import load_operation
 from services.ingress.problems import ApiError, FieldProblem, error_responses
+from services.ingress.review import record_review
 from services.ingress.schemas import (
     ActionReportIn,
     CreateOperationIn,

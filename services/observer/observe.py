@@ -18,6 +18,10 @@ committed before the first readback: a correlation that kept this message for th
 after those events. Readbacks run outside any database transaction; webhook channels are
 reduced inside the transaction that stores the observations, so events that arrived during the
 readback count. The first observation moves the operation from ACTION_ACCEPTED to OBSERVING.
+
+This module holds the task's work (:class:`Observer`) and its process-wide instance; what each
+http channel reads is in ``services.observer.jobs``, the statements on the record in
+``services.observer.statements``.
 """
 
 from __future__ import annotations
@@ -30,21 +34,28 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, cast
+from typing import Any
 
 import httpx
-from sqlalchemy import Engine, Table, and_, bindparam, exists, insert, or_, select, update
+from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from services.observer.connections import Readback, readback_of
 from services.observer.http_verifier import read_http, read_http_list
+from services.observer.jobs import HttpJob, http_job
+from services.observer.statements import (
+    COUNT_ATTEMPT,
+    EXISTS,
+    INSERT_OBSERVATIONS,
+    PREPARE,
+    connection_of,
+    observation_row,
+    operation_of,
+)
 from shared.core.context import build_context
-from shared.core.contract import Channel, Contract
-from shared.core.expressions import EvaluationContext
-from shared.core.templates import fill_path_template, fill_query
 from shared.core.types import ObservationStatus, OperationState
-from shared.db.models import Connection, Observation, Operation
+from shared.db.models import Operation
 from shared.db.session import get_engine, read_connection, session_scope
 from shared.evidence.readings import Reading
 from shared.evidence.webhooks import read_webhook
@@ -71,133 +82,6 @@ class ObserveOutcome(StrEnum):
     STALE = "stale"
     DUPLICATE = "duplicate"
     RATE_LIMITED = "rate_limited"
-
-
-@dataclass(frozen=True, slots=True)
-class _HttpJob:
-    channel: str
-    path: str | None
-    provider: str = ""  # the channel's provider, whose connection the readback uses
-    query: str | None = ""  # the filled, encoded query string; None when a value is unknown
-    max_pages: int | None = None  # a paged list (``paginate``): read every page, at most this
-
-
-def _http_job(channel: Channel, contract: Contract, context: EvaluationContext) -> _HttpJob:
-    """What one http channel reads for this operation: its path and query filled."""
-    http = channel.http
-    if http is None:
-        return _HttpJob(channel.name, None, channel.provider_of(contract))
-    return _HttpJob(
-        channel.name,
-        fill_path_template(http.path, context),
-        channel.provider_of(contract),
-        query=fill_query(http.query, context),
-        max_pages=http.paginate.max_pages if http.paginate is not None else None,
-    )
-
-
-_OPS = cast(Table, Operation.__table__)
-_OBSERVATIONS = cast(Table, Observation.__table__)
-_CONNECTIONS = cast(Table, Connection.__table__)
-
-# What the observer reads of an operation: its checks, its contract's key and its facts. The
-# statements below are built once (building them and their cache keys cost more than running
-# them) and read Core rows; an Operation is made from a row only as a carrier of these values.
-_OP_COLUMNS = tuple(
-    _OPS.c[name]
-    for name in (
-        "id",
-        "workspace_id",
-        "contract_id",
-        "contract_version",
-        "contract_hash",
-        "custom_contract_id",
-        "state",
-        "final",
-        "fence",
-        "next_observation_at",
-        "subject_id",
-        "created_at",
-        "input",
-        "action_result",
-        "action_reported_at",
-        "action_phase",
-        "learned_keys",
-        "deadline",
-        "attempts",
-    )
-)
-_CONNECTION_COLUMNS = tuple(
-    _CONNECTIONS.c[name].label(f"conn_{name}")
-    for name in (
-        "id",
-        "provider",
-        "base_url",
-        "api_key_enc",
-        "auth_scheme",
-        "auth_header",
-        "rate_limit_per_second",
-    )
-)
-
-# One round trip: the operation, whether this fence was read already, and the workspace's
-# connections (one row each; a workspace has one connection per provider).
-_PREPARE = (
-    select(
-        *_OP_COLUMNS,
-        exists()
-        .where(
-            _OBSERVATIONS.c.operation_id == _OPS.c.id,
-            _OBSERVATIONS.c.fence == bindparam("fence"),
-        )
-        .label("seen"),
-        *_CONNECTION_COLUMNS,
-    )
-    .select_from(_OPS.outerjoin(_CONNECTIONS, _CONNECTIONS.c.workspace_id == _OPS.c.workspace_id))
-    .where(_OPS.c.id == bindparam("operation_id"))
-)
-
-# Counts the observation and loads the operation in one statement, only while it may be
-# observed: open and in an observable state, or VERIFIED with a recheck scheduled
-# (``needs_recheck``). The row stays locked until the observations are stored.
-_COUNT_ATTEMPT = (
-    update(_OPS)
-    .where(
-        _OPS.c.id == bindparam("operation_id"),
-        or_(
-            and_(_OPS.c.final.is_(False), _OPS.c.state.in_(OBSERVABLE_STATES)),
-            and_(
-                _OPS.c.final.is_(True),
-                _OPS.c.state == OperationState.VERIFIED.value,
-                _OPS.c.next_observation_at.is_not(None),
-            ),
-        ),
-    )
-    .values(attempts=_OPS.c.attempts + 1)
-    .returning(*_OP_COLUMNS)
-)
-_EXISTS = select(_OPS.c.id).where(_OPS.c.id == bindparam("operation_id"))
-# With RETURNING, SQLAlchemy sends the rows as one multi-row INSERT (not one per row).
-_INSERT_OBSERVATIONS = insert(_OBSERVATIONS).returning(_OBSERVATIONS.c.id)
-
-
-def _operation_of(row: Any) -> Operation:
-    """A detached Operation carrying the values of a row of ``_OP_COLUMNS``."""
-    return Operation(**{column.key: row[i] for i, column in enumerate(_OP_COLUMNS)})
-
-
-def _connection_of(row: Any) -> Connection | None:
-    if row.conn_id is None:
-        return None
-    return Connection(
-        id=row.conn_id,
-        provider=row.conn_provider,
-        base_url=row.conn_base_url,
-        api_key_enc=row.conn_api_key_enc,
-        auth_scheme=row.conn_auth_scheme,
-        auth_header=row.conn_auth_header,
-        rate_limit_per_second=row.conn_rate_limit_per_second,
-    )
 
 
 def _utcnow() -> datetime:
@@ -315,7 +199,7 @@ class Observer:
                 self._readers.shutdown(wait=False)
                 self._readers = None
 
-    def _read(self, job: _HttpJob, path: str, query: str, readback: Readback) -> Reading:
+    def _read(self, job: HttpJob, path: str, query: str, readback: Readback) -> Reading:
         if job.max_pages is None:
             return read_http(
                 self.http,
@@ -362,14 +246,12 @@ class Observer:
 
     def _prepare(
         self, operation_id: str, fence: int
-    ) -> ObserveOutcome | tuple[list[_HttpJob], dict[str, Readback | str], datetime | None]:
+    ) -> ObserveOutcome | tuple[list[HttpJob], dict[str, Readback | str], datetime | None]:
         with read_connection(self.engine) as connection:
-            rows = connection.execute(
-                _PREPARE, {"operation_id": operation_id, "fence": fence}
-            ).all()
+            rows = connection.execute(PREPARE, {"operation_id": operation_id, "fence": fence}).all()
             if not rows:
                 return ObserveOutcome.MISSING
-            op = _operation_of(rows[0])
+            op = operation_of(rows[0])
             already_read = rows[0].seen
             if (op.final or op.state not in OBSERVABLE_STATES) and not needs_recheck(op):
                 return ObserveOutcome.CLOSED
@@ -381,13 +263,13 @@ class Observer:
             contract = cached_contract_for(Session(bind=connection), op)
         context = build_context(contract, facts_for(op))
         jobs = [
-            _http_job(channel, contract, context)
+            http_job(channel, contract, context)
             for channel in contract.channels
             if channel.verifier == "http"
         ]
         # Each channel reads through the connection of its own provider (a contract may
         # read the user's app over http and a payment provider's events at once).
-        connections = {c.provider: c for c in map(_connection_of, rows) if c is not None}
+        connections = {c.provider: c for c in map(connection_of, rows) if c is not None}
         readbacks: dict[str, Readback | str] = {}
         for provider in sorted({job.provider for job in jobs if job.path is not None}):
             found = connections.get(provider)
@@ -403,12 +285,12 @@ class Observer:
 
     def _store(self, operation_id: str, fence: int, readings: list[Reading]) -> ObserveOutcome:
         with session_scope(self.engine) as session:
-            row = session.execute(_COUNT_ATTEMPT, {"operation_id": operation_id}).first()
+            row = session.execute(COUNT_ATTEMPT, {"operation_id": operation_id}).first()
             if row is None:
                 # Nothing was written: the operation is gone, or closed since it was read.
-                found = session.execute(_EXISTS, {"operation_id": operation_id}).first()
+                found = session.execute(EXISTS, {"operation_id": operation_id}).first()
                 return ObserveOutcome.CLOSED if found is not None else ObserveOutcome.MISSING
-            op = _operation_of(row)
+            op = operation_of(row)
             op.attempts -= 1  # the facts as they were before this observation counted
             contract = cached_contract_for(session, op)
             context = build_context(contract, facts_for(op))
@@ -426,7 +308,8 @@ class Observer:
                     )
             if readings:
                 session.execute(
-                    _INSERT_OBSERVATIONS, [_row(op, fence, reading) for reading in readings]
+                    INSERT_OBSERVATIONS,
+                    [observation_row(op, fence, reading) for reading in readings],
                 )
             if op.state == OperationState.ACTION_ACCEPTED.value:
                 loaded = session.get(Operation, operation_id)  # rare: once per operation
@@ -456,24 +339,6 @@ class Observer:
             session.refresh(op)
             if op.state != OperationState.ACTION_ACCEPTED.value:
                 return
-
-
-def _row(op: Operation, fence: int, reading: Reading) -> dict[str, Any]:
-    return {
-        "operation_id": op.id,
-        "workspace_id": op.workspace_id,
-        "fence": fence,
-        "channel": reading.channel,
-        "status": reading.status.value,
-        "value": reading.value,
-        "raw": reading.raw,
-        "digest": reading.digest,
-        "http_status": reading.http_status,
-        "error": reading.error,
-        "provider_timestamp": reading.provider_timestamp,
-        "observed_at": reading.observed_at,
-        "latency_ms": reading.latency_ms,
-    }
 
 
 def _record_metrics(readings: list[Reading], *, contract_channels: dict[str, str]) -> None:

@@ -40,7 +40,8 @@ from sqlalchemy.engine import make_url
 
 from services.cli.demo.scenarios.refund_contract import write_short_timing_skill
 from services.cli.demo.scenarios.system import DEFAULT_SANDBOX_OPTIONS, Sandbox
-from services.cli.up import ChildSpec, Supervisor, free_port, provely_argv
+from services.cli.spawn import free_port, provely_argv
+from services.cli.supervisor import ChildSpec, Supervisor
 
 CLAIM_KEY = "provely:tests:claimed"
 REDIS_DB_COUNT = 16  # Redis's default ``databases``; index 0 is left to interactive use

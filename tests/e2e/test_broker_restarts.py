@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.up import provely_argv
+from services.cli.spawn import provely_argv
 from tests.e2e.faults import FaultWorld, worker_child
 from tests.e2e.launcher import running_system
 from tests.servers import PrivateRedis

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from services.cli.demo.scenarios.catalog import SCENARIOS
-from services.cli.up import provely_argv
+from services.cli.spawn import provely_argv
 from shared.core.receipt import INTERMEDIATE_COMPLETION_LEVELS
 
 pytestmark = pytest.mark.e2e

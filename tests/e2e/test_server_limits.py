@@ -15,7 +15,7 @@ import httpx
 import pytest
 from cryptography.fernet import Fernet
 
-from services.cli.up import free_port, provely_argv
+from services.cli.spawn import free_port, provely_argv
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.cli.up import free_port, provely_argv
+from services.cli.spawn import free_port, provely_argv
 
 pytestmark = pytest.mark.e2e
 

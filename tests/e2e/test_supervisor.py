@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.up import ChildSpec, Supervisor, SupervisorError
+from services.cli.supervisor import ChildSpec, Supervisor, SupervisorError
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.cli.up import free_port, provely_argv
+from services.cli.spawn import free_port, provely_argv
 from services.sandbox.runner import run_sandbox
 
 pytestmark = pytest.mark.e2e

@@ -69,7 +69,7 @@ def demo(
     from rich.console import Console
 
     from services.cli.demo.scenarios.catalog import SCENARIOS
-    from services.cli.up import SupervisorError
+    from services.cli.supervisor import SupervisorError
 
     console = Console(stderr=as_json)
     if list_only:

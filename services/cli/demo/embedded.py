@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from services.cli.demo.scenarios.system import Sandbox
-    from services.cli.up import EmbeddedSystem
+    from services.cli.embedded import EmbeddedSystem
     from shared.runtime.settings import Settings
 
 __all__ = ["CommandFailed", "EmbeddedDemoSystem"]
@@ -42,7 +42,8 @@ class EmbeddedDemoSystem:
 
     def __enter__(self) -> EmbeddedDemoSystem:
         from services.cli.demo.scenarios.refund_contract import write_short_timing_skill
-        from services.cli.up import EmbeddedSystem, free_port
+        from services.cli.embedded import EmbeddedSystem
+        from services.cli.spawn import free_port
 
         env = write_short_timing_skill(self.data_dir / "demo-skill")
         existing = os.environ.get("PROVELY_CONTRACT_PATHS")

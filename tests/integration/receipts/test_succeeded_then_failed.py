@@ -20,7 +20,7 @@ import pytest
 from services.cli.demo.scenarios.agent import Agent
 from services.cli.demo.scenarios.system import Sandbox
 from services.cli.demo.scenarios.workspace import open_workspace
-from services.cli.up import free_port, provely_argv
+from services.cli.spawn import free_port, provely_argv
 from tests.e2e.launcher import DistributedSystem, running_system
 
 pytestmark = pytest.mark.e2e

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from services.cli.up import free_port
+from services.cli.spawn import free_port
 from services.sandbox.client import SandboxControl
 from tests.e2e.launcher import DistributedSystem, running_system
 

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from services.cli.up import provely_argv
+from services.cli.spawn import provely_argv
 from shared.runtime.settings import Settings, settings_problems
 
 

@@ -8,7 +8,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from services.cli.up import provely_argv
+from services.cli.spawn import provely_argv
 
 
 def test_a_metrics_port_in_use_is_said_as_a_json_line_and_exits_2(tmp_path: Path) -> None:

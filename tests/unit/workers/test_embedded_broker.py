@@ -16,7 +16,7 @@ from kombu import Connection
 from kombu.transport.sqlalchemy import Channel as KombuSqlaChannel
 from sqlalchemy import Engine, create_engine, event
 
-from services.cli.up import EmbeddedSystem
+from services.cli.embedded import EmbeddedSystem
 from shared.runtime.celery_app import _transport_options, prepare_embedded_broker
 from shared.runtime.celery_app import app as celery_app
 

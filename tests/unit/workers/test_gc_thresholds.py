@@ -1,6 +1,6 @@
 """The serving processes collect their youngest generation less often
-(``services.cli.serve.YOUNG_GC_THRESHOLD``): the workers are set before Celery starts (its pool
-processes are forked with the same thresholds), the ingress in its app factory."""
+(``services.cli.service_process.YOUNG_GC_THRESHOLD``): the workers are set before Celery starts
+(its pool processes are forked with the same thresholds), the ingress in its app factory."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from services.cli import serve
+from services.cli import serve, service_process, workers
 
 
 @pytest.fixture(autouse=True)
@@ -22,9 +22,9 @@ def thresholds_restored() -> Iterator[None]:
 
 
 def test_collect_less_moves_only_the_youngest_generation() -> None:
-    serve.collect_less()
-    assert gc.get_threshold() == (serve.YOUNG_GC_THRESHOLD, 10, 10)
-    assert serve.YOUNG_GC_THRESHOLD > 700
+    service_process.collect_less()
+    assert gc.get_threshold() == (service_process.YOUNG_GC_THRESHOLD, 10, 10)
+    assert service_process.YOUNG_GC_THRESHOLD > 700
 
 
 @pytest.fixture
@@ -64,18 +64,18 @@ def test_a_worker_starts_celery_with_the_thresholds_set(monkeypatch: pytest.Monk
         seen.append(gc.get_threshold())
 
     monkeypatch.setattr(celery_app, "worker_main", worker_main)
-    monkeypatch.setattr(serve, "_setup_logging", lambda **_: None)
-    serve._run_worker(
+    monkeypatch.setattr(workers, "setup_logging", lambda **_: None)
+    workers._run_worker(
         "correlate", "observer", concurrency=1, pool="solo", metrics_port=None,
         max_tasks_per_child=None,
     )  # fmt: skip
-    assert seen == [(serve.YOUNG_GC_THRESHOLD, 10, 10)]
+    assert seen == [(service_process.YOUNG_GC_THRESHOLD, 10, 10)]
 
 
 @pytest.mark.usefixtures("celery_signals_restored")
 def test_the_ingress_factory_sets_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(serve, "_setup_logging", lambda **_: None)
+    monkeypatch.setattr(serve, "setup_logging", lambda **_: None)
     monkeypatch.setattr(gc, "freeze", lambda: None)  # not this test process's whole heap
     app: Any = serve.ingress_app()
     assert app is not None
-    assert gc.get_threshold() == (serve.YOUNG_GC_THRESHOLD, 10, 10)
+    assert gc.get_threshold() == (service_process.YOUNG_GC_THRESHOLD, 10, 10)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from services.cli import serve
+from services.cli import workers
 from services.cli.main import app
 
 
@@ -19,7 +19,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     def fake_worker(queue: str, role: str, **_: Any) -> None:
         queues.append(queue)
 
-    monkeypatch.setattr(serve, "_run_worker", fake_worker)
+    monkeypatch.setattr(workers, "_run_worker", fake_worker)
     return queues
 
 

@@ -1,0 +1,49 @@
+"""An operation the agent API changes: loaded for its workspace, and the 409 a change gets when
+the operation's state refuses it."""
+
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from services.ingress.problems import ApiError
+from shared.db.models import Operation
+from shared.intake.correlate import lock_correlation
+
+__all__ = ["load_operation", "state_conflict"]
+
+_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+
+
+def load_operation(
+    session: Session, workspace_id: str, operation_id: str, *, for_update: bool = False
+) -> Operation:
+    """The workspace's operation, else 404 (another workspace's looks exactly like none)."""
+    if not _ID.fullmatch(operation_id):
+        raise ApiError(404, "not-found", f"no operation {operation_id}")
+    query = select(Operation).where(
+        Operation.id == operation_id, Operation.workspace_id == workspace_id
+    )
+    if for_update:
+        # Before the row lock: a change that may teach the operation its keys must not
+        # interleave with a correlator of the workspace (shared.intake.correlate.lock_correlation).
+        lock_correlation(session, [workspace_id], shared=True)
+        query = query.with_for_update()
+    op = session.execute(query).scalar_one_or_none()
+    if op is None:
+        raise ApiError(404, "not-found", f"no operation {operation_id}")
+    return op
+
+
+def state_conflict(op: Operation, detail: str) -> ApiError:
+    return ApiError(
+        409,
+        "state-conflict",
+        detail,
+        state=op.state,
+        verdict=op.verdict,
+        reason=op.reason,
+        final=op.final,
+    )

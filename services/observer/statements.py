@@ -1,0 +1,144 @@
+"""What the observer reads and writes of the record: its statements, built once, and the
+operations, connections and observation rows made of (and for) their rows."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from sqlalchemy import Table, and_, bindparam, exists, insert, or_, select, update
+
+from shared.core.types import OperationState
+from shared.db.models import Connection, Observation, Operation
+from shared.evidence.readings import Reading
+from shared.lifecycle.scheduling import OBSERVABLE_STATES
+
+__all__ = [
+    "COUNT_ATTEMPT",
+    "EXISTS",
+    "INSERT_OBSERVATIONS",
+    "PREPARE",
+    "connection_of",
+    "observation_row",
+    "operation_of",
+]
+
+_OPS = cast(Table, Operation.__table__)
+_OBSERVATIONS = cast(Table, Observation.__table__)
+_CONNECTIONS = cast(Table, Connection.__table__)
+
+# What the observer reads of an operation: its checks, its contract's key and its facts. The
+# statements below are built once (building them and their cache keys cost more than running
+# them) and read Core rows; an Operation is made from a row only as a carrier of these values.
+_OP_COLUMNS = tuple(
+    _OPS.c[name]
+    for name in (
+        "id",
+        "workspace_id",
+        "contract_id",
+        "contract_version",
+        "contract_hash",
+        "custom_contract_id",
+        "state",
+        "final",
+        "fence",
+        "next_observation_at",
+        "subject_id",
+        "created_at",
+        "input",
+        "action_result",
+        "action_reported_at",
+        "action_phase",
+        "learned_keys",
+        "deadline",
+        "attempts",
+    )
+)
+_CONNECTION_COLUMNS = tuple(
+    _CONNECTIONS.c[name].label(f"conn_{name}")
+    for name in (
+        "id",
+        "provider",
+        "base_url",
+        "api_key_enc",
+        "auth_scheme",
+        "auth_header",
+        "rate_limit_per_second",
+    )
+)
+
+# One round trip: the operation, whether this fence was read already, and the workspace's
+# connections (one row each; a workspace has one connection per provider).
+PREPARE = (
+    select(
+        *_OP_COLUMNS,
+        exists()
+        .where(
+            _OBSERVATIONS.c.operation_id == _OPS.c.id,
+            _OBSERVATIONS.c.fence == bindparam("fence"),
+        )
+        .label("seen"),
+        *_CONNECTION_COLUMNS,
+    )
+    .select_from(_OPS.outerjoin(_CONNECTIONS, _CONNECTIONS.c.workspace_id == _OPS.c.workspace_id))
+    .where(_OPS.c.id == bindparam("operation_id"))
+)
+
+# Counts the observation and loads the operation in one statement, only while it may be
+# observed: open and in an observable state, or VERIFIED with a recheck scheduled
+# (``needs_recheck``). The row stays locked until the observations are stored.
+COUNT_ATTEMPT = (
+    update(_OPS)
+    .where(
+        _OPS.c.id == bindparam("operation_id"),
+        or_(
+            and_(_OPS.c.final.is_(False), _OPS.c.state.in_(OBSERVABLE_STATES)),
+            and_(
+                _OPS.c.final.is_(True),
+                _OPS.c.state == OperationState.VERIFIED.value,
+                _OPS.c.next_observation_at.is_not(None),
+            ),
+        ),
+    )
+    .values(attempts=_OPS.c.attempts + 1)
+    .returning(*_OP_COLUMNS)
+)
+EXISTS = select(_OPS.c.id).where(_OPS.c.id == bindparam("operation_id"))
+# With RETURNING, SQLAlchemy sends the rows as one multi-row INSERT (not one per row).
+INSERT_OBSERVATIONS = insert(_OBSERVATIONS).returning(_OBSERVATIONS.c.id)
+
+
+def operation_of(row: Any) -> Operation:
+    """A detached Operation carrying the values of a row of ``_OP_COLUMNS``."""
+    return Operation(**{column.key: row[i] for i, column in enumerate(_OP_COLUMNS)})
+
+
+def connection_of(row: Any) -> Connection | None:
+    if row.conn_id is None:
+        return None
+    return Connection(
+        id=row.conn_id,
+        provider=row.conn_provider,
+        base_url=row.conn_base_url,
+        api_key_enc=row.conn_api_key_enc,
+        auth_scheme=row.conn_auth_scheme,
+        auth_header=row.conn_auth_header,
+        rate_limit_per_second=row.conn_rate_limit_per_second,
+    )
+
+
+def observation_row(op: Operation, fence: int, reading: Reading) -> dict[str, Any]:
+    return {
+        "operation_id": op.id,
+        "workspace_id": op.workspace_id,
+        "fence": fence,
+        "channel": reading.channel,
+        "status": reading.status.value,
+        "value": reading.value,
+        "raw": reading.raw,
+        "digest": reading.digest,
+        "http_status": reading.http_status,
+        "error": reading.error,
+        "provider_timestamp": reading.provider_timestamp,
+        "observed_at": reading.observed_at,
+        "latency_ms": reading.latency_ms,
+    }

@@ -1,12 +1,16 @@
 """A stateful Stripe sandbox with faults on demand (issue 4).
 
 Modules: ``forms`` (Stripe's bracketed form encoding), ``params`` (parameter rules and their
-errors), ``model`` (charges, refunds and their lifecycle, events, endpoints, deliveries, the
-sandbox clock), ``shapes`` (every field the ``stripe`` library declares, filled in),
-``payments`` (customers, PaymentIntents, captures), ``expand`` (``expand[]``), ``search``
-(Stripe's search query language), ``delivery`` (signing and the async dispatcher), ``store``
-(the atomic ``--state`` file), ``stripe`` (the ASGI app: ``create_app``), ``runner`` (serve it in a
-background thread), ``client`` (control API client).
+errors), ``objects`` (ids, the public view of a stored object), ``settings`` (settings, faults,
+outcomes), ``clock`` (the sandbox clock), ``state`` (the tables, the ``--state`` format, lookup,
+rendering), ``listing`` (list envelopes), ``events`` (events and their deliveries),
+``endpoints`` (webhook endpoints), ``charges``, ``refunds`` (refunds and their lifecycle),
+``checkout`` (checkout sessions), ``model`` (the ``Sandbox`` of them all), ``shapes`` (every
+field the ``stripe`` library declares, filled in), ``payments`` (customers, PaymentIntents,
+captures), ``expand`` (``expand[]``), ``search`` (Stripe's search query language), ``delivery``
+(signing and the async dispatcher), ``store`` (the atomic ``--state`` file), ``stripe`` (the
+ASGI app: ``create_app``), ``runner`` (serve it in a background thread), ``client`` (control API
+client).
 
 Errors::
 

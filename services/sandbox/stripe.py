@@ -30,18 +30,14 @@ from starlette.routing import Route
 from services.sandbox import payments
 from services.sandbox.delivery import Dispatcher
 from services.sandbox.errors import StripeError
+from services.sandbox.events import RequestContext
 from services.sandbox.expand import check_paths, expand, expand_paths
 from services.sandbox.forms import FormError, as_list, decode_form, parse_body
 from services.sandbox.live import LiveRequests, delivery_line
-from services.sandbox.model import (
-    OUTCOMES,
-    Faults,
-    RequestContext,
-    Sandbox,
-    SandboxSettings,
-    public,
-)
+from services.sandbox.model import Sandbox
+from services.sandbox.objects import public
 from services.sandbox.search import search
+from services.sandbox.settings import OUTCOMES, Faults, SandboxSettings
 from services.sandbox.store import load_state, save_state
 
 __all__ = ["create_app"]

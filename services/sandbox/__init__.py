@@ -8,9 +8,11 @@ rendering), ``listing`` (list envelopes), ``events`` (events and their deliverie
 ``checkout`` (checkout sessions), ``model`` (the ``Sandbox`` of them all), ``shapes`` (every
 field the ``stripe`` library declares, filled in), ``payments`` (customers, PaymentIntents,
 captures), ``expand`` (``expand[]``), ``search`` (Stripe's search query language), ``delivery``
-(signing and the async dispatcher), ``store`` (the atomic ``--state`` file), ``stripe`` (the
-ASGI app: ``create_app``), ``runner`` (serve it in a background thread), ``client`` (control API
-client).
+(signing and the async dispatcher), ``store`` (the atomic ``--state`` file), ``runtime``
+(dispatcher, state file and ticker of a running app), ``wire`` (Stripe's wire format around a
+``/v1`` handler), ``v1`` (the ``/v1`` routes), ``control`` (the ``/_sandbox`` routes),
+``stripe`` (the ASGI app: ``create_app``), ``runner`` (serve it in a background thread),
+``client`` (control API client).
 
 Errors::
 

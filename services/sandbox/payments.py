@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 from services.sandbox import params as rules
 from services.sandbox.errors import StripeError
 from services.sandbox.forms import FormError, as_list
+from services.sandbox.objects import new_id
 
 if TYPE_CHECKING:
-    from services.sandbox.model import RequestContext, Sandbox
+    from services.sandbox.events import RequestContext
+    from services.sandbox.model import Sandbox
 
 __all__ = [
     "cancel_payment_intent",
@@ -31,12 +33,6 @@ __all__ = [
     "delete_customer",
     "update_customer",
 ]
-
-
-def _new_id(prefix: str, length: int = 24) -> str:
-    from services.sandbox.model import _new_id as new_id
-
-    return new_id(prefix, length)
 
 
 def _boolean(params: dict[str, Any], name: str, default: bool) -> bool:
@@ -64,7 +60,7 @@ def create_customer(
 ) -> dict[str, Any]:
     rules.check_known(params, {*_CUSTOMER_FIELDS, "metadata"})
     customer: dict[str, Any] = {
-        "id": _new_id("cus_", 14),
+        "id": new_id("cus_", 14),
         "object": "customer",
         "created": sandbox.clock.stamp(),
         "livemode": False,
@@ -137,7 +133,7 @@ def create_payment_intent(
     except FormError as exc:
         raise StripeError(400, str(exc), param="payment_method_types") from exc
     payment_method = rules.string(params, "payment_method")
-    intent_id = _new_id("pi_")
+    intent_id = new_id("pi_")
     intent: dict[str, Any] = {
         "id": intent_id,
         "object": "payment_intent",
@@ -145,7 +141,7 @@ def create_payment_intent(
         "amount_capturable": 0,
         "amount_received": 0,
         "capture_method": capture_method,
-        "client_secret": f"{intent_id}_secret_{_new_id('', 24)}",
+        "client_secret": f"{intent_id}_secret_{new_id('', 24)}",
         "created": sandbox.clock.stamp(),
         "currency": currency,
         "customer": _known_customer(sandbox, params),
@@ -238,7 +234,7 @@ def capture_charge(
         )
     amount = _capture_amount(params, "amount", charge["amount"])
     charge.update(
-        {"captured": True, "amount_captured": amount, "balance_transaction": _new_id("txn_")}
+        {"captured": True, "amount_captured": amount, "balance_transaction": new_id("txn_")}
     )
     sandbox.emit("charge.captured", charge, ctx, previous={"captured": False})
     intent = sandbox.payment_intents.get(charge.get("payment_intent") or "")

@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from services.sandbox.errors import StripeError
-from services.sandbox.model import RequestContext, Sandbox, SandboxSettings
+from services.sandbox.events import RequestContext
+from services.sandbox.model import Sandbox
+from services.sandbox.settings import SandboxSettings
 
 CTX = RequestContext(request_id="req_test", idempotency_key="key_test")
 

@@ -8,6 +8,9 @@ Modules:
 - ``view``     the decision-time reduction of webhook channels, in the deciding transaction
 - ``locks``    advisory locks on evidence keys: intake shared, decision exclusive
 
+Errors: none raised on purpose: a channel that cannot be read becomes a reading with its
+status (``unavailable``, ``error``), never an exception.
+
 May import: ``shared.db``, ``shared.runtime``, ``shared.core`` and libraries; never the
 lifecycle (a reading does not change state) or the intake.
 """

@@ -19,5 +19,8 @@ Modules (each imports only those above it in this list):
 - ``backlog``    ``correlate_backlog``: claim the events nobody has correlated yet, correlate them
 - ``correlator`` ``correlate_pending``: what the ``provely.correlate`` task and the sweeper run
 
+Errors: ``MalformedEvent`` (``parse``, a ValueError with a ``reason``) — a verified body that is
+not an event of the expected shape: refused with a 400 and stored nowhere.
+
 May import: every other package of ``shared`` and libraries; nothing in ``shared`` imports it.
 """

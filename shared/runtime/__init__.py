@@ -11,6 +11,9 @@ Modules:
 - ``celery_hooks`` a task's context in its logs, its queue lag and outcome in the metrics
 - ``ratelimit``    one token bucket per provider connection, for readbacks
 
+Errors: none of its own (a bad ``PROVELY_*`` value is pydantic's ``ValidationError``, turned
+into one line per problem by ``settings.settings_problems``).
+
 May import: ``shared.core`` and libraries. Knows nothing of the record (``shared.db``) or of
 operations: a collector that needs a database figure is handed a function that reads it.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any
 
-from services.ingress.problems import _KINDS
+from services.ingress.problems import KINDS
 
 __all__ = ["SUCCESS", "add_examples", "problem_example"]
 
@@ -307,7 +307,7 @@ _DETAILS = {
 def problem_example(status: int) -> dict[str, Any]:
     """A problem document of ``status`` as :mod:`services.ingress.problems` writes one."""
     body: dict[str, Any] = {
-        "type": "https://provely.dev/problems/" + _KINDS.get(status, "error"),
+        "type": "https://provely.dev/problems/" + KINDS.get(status, "error"),
         "title": HTTPStatus(status).phrase,
         "status": status,
         "detail": _DETAILS.get(status, HTTPStatus(status).phrase.lower()),

@@ -120,7 +120,7 @@ def problem_response(
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
-_KINDS = {
+KINDS = {
     400: "bad-request",
     401: "unauthenticated",
     403: "forbidden",
@@ -185,7 +185,7 @@ def install_problem_handlers(app: FastAPI) -> None:
         found = getattr(exc, "found", None)
         if isinstance(found, Unstorable):  # services.ingress.bodies.UnstorableBody
             return await api_error(request, unstorable_problem(found))
-        kind = _KINDS.get(exc.status_code, "error")
+        kind = KINDS.get(exc.status_code, "error")
         detail = exc.detail if isinstance(exc.detail, str) else None
         if exc.status_code == 400 and detail == "There was an error parsing the body":
             detail = "the request body could not be read"

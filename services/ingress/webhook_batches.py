@@ -31,14 +31,14 @@ from sqlalchemy import Engine
 
 from services.ingress.correlate_messages import correlation_requests
 from services.ingress.webhook_checks import (
-    _CONNECTION_OF,
-    _CONNECTION_OF_PG,
-    _Answer,
-    _batch_keys,
-    _BatchKey,
-    _check,
-    _Item,
-    _Outcome,
+    CONNECTION_OF,
+    CONNECTION_OF_PG,
+    Answer,
+    BatchKey,
+    Item,
+    Outcome,
+    batch_keys,
+    check_delivery,
 )
 from shared.db.session import IDLE_PING_AFTER_S
 from shared.intake.results import Delivery, IntakeResult
@@ -57,19 +57,19 @@ log = logging.getLogger(__name__)
 
 
 def _answers(
-    answers: list[_Answer | None],
+    answers: list[Answer | None],
     accepted: list[tuple[int, Delivery]],
     results: list[IntakeResult],
-) -> list[_Answer]:
+) -> list[Answer]:
     """After the commit: the answers, and one correlation request when anything is new."""
     for (index, delivery), result in zip(accepted, results, strict=True):
-        answers[index] = _Outcome(delivery.event.event_id, result)
+        answers[index] = Outcome(delivery.event.event_id, result)
     if any(r.event_pk is not None for r in results):
         correlation_requests.request()
     return [a if a is not None else RuntimeError("no answer") for a in answers]
 
 
-def _ingest_batch(engine: Engine, settings: Settings, items: list[_Item]) -> list[_Answer]:
+def _ingest_batch(engine: Engine, settings: Settings, items: list[Item]) -> list[Answer]:
     """Runs in a worker thread (databases other than PostgreSQL): the deliveries that arrived
     together share one transaction, committed before the correlation is asked for and before
     any of them is answered. When the shared transaction fails, each is retried on its own."""
@@ -77,11 +77,11 @@ def _ingest_batch(engine: Engine, settings: Settings, items: list[_Item]) -> lis
         with engine.begin() as db:
             connections = {
                 (ws, prov): db.execute(
-                    _CONNECTION_OF, {"workspace": ws, "provider": prov}
+                    CONNECTION_OF, {"workspace": ws, "provider": prov}
                 ).one_or_none()
-                for ws, prov in _batch_keys(items)
+                for ws, prov in batch_keys(items)
             }
-            answers, accepted = _check(settings, items, connections)
+            answers, accepted = check_delivery(settings, items, connections)
             results = store_many(db, [d for _, d in accepted])
     except Exception:
         if len(items) == 1:
@@ -91,7 +91,7 @@ def _ingest_batch(engine: Engine, settings: Settings, items: list[_Item]) -> lis
     return _answers(answers, accepted, results)
 
 
-def _ingest_one(engine: Engine, settings: Settings, item: _Item) -> _Answer:
+def _ingest_one(engine: Engine, settings: Settings, item: Item) -> Answer:
     try:
         return _ingest_batch(engine, settings, [item])[0]
     except Exception as exc:
@@ -99,8 +99,8 @@ def _ingest_one(engine: Engine, settings: Settings, item: _Item) -> _Answer:
 
 
 async def _ingest_batch_pg(
-    connections: _IntakeConnections, settings: Settings, items: list[_Item]
-) -> list[_Answer]:
+    connections: _IntakeConnections, settings: Settings, items: list[Item]
+) -> list[Answer]:
     """PostgreSQL: the same work on the event loop's own thread, on a psycopg asyncio
     connection in autocommit, so no worker thread competes with the loop for the interpreter
     and no ORM sits in between. Two round trips: the connection lookup, then the one statement
@@ -109,11 +109,11 @@ async def _ingest_batch_pg(
     try:
         async with connections.connection() as conn:
             async with conn.cursor(row_factory=namedtuple_row) as cursor:
-                found: dict[_BatchKey, Any] = {}
-                for ws, prov in _batch_keys(items):
-                    await cursor.execute(_CONNECTION_OF_PG, {"workspace": ws, "provider": prov})
+                found: dict[BatchKey, Any] = {}
+                for ws, prov in batch_keys(items):
+                    await cursor.execute(CONNECTION_OF_PG, {"workspace": ws, "provider": prov})
                     found[(ws, prov)] = await cursor.fetchone()
-            answers, accepted = _check(settings, items, found)
+            answers, accepted = check_delivery(settings, items, found)
             results = await store_many_async(conn, [d for _, d in accepted])
     except Exception:
         if len(items) == 1:
@@ -123,9 +123,7 @@ async def _ingest_batch_pg(
     return _answers(answers, accepted, results)
 
 
-async def _ingest_one_pg(
-    connections: _IntakeConnections, settings: Settings, item: _Item
-) -> _Answer:
+async def _ingest_one_pg(connections: _IntakeConnections, settings: Settings, item: Item) -> Answer:
     try:
         return (await _ingest_batch_pg(connections, settings, [item]))[0]
     except Exception as exc:
@@ -282,11 +280,11 @@ class _Batcher:
     """
 
     def __init__(self) -> None:
-        self.pending: list[tuple[Engine, Settings, _Item, asyncio.Future[_Answer]]] = []
+        self.pending: list[tuple[Engine, Settings, Item, asyncio.Future[Answer]]] = []
         self.running = 0
 
-    async def submit(self, engine: Engine, settings: Settings, item: _Item) -> _Outcome:
-        future: asyncio.Future[_Answer] = asyncio.get_running_loop().create_future()
+    async def submit(self, engine: Engine, settings: Settings, item: Item) -> Outcome:
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self.pending.append((engine, settings, item, future))
         self._start()
         answer = await future
@@ -315,7 +313,7 @@ class _Batcher:
         self,
         engine: Engine,
         settings: Settings,
-        batch: list[tuple[Engine, Settings, _Item, asyncio.Future[_Answer]]],
+        batch: list[tuple[Engine, Settings, Item, asyncio.Future[Answer]]],
     ) -> None:
         items = [p[2] for p in batch]
         try:
@@ -341,7 +339,7 @@ _batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher] = (
 )
 
 
-def _batcher() -> _Batcher:
+def process_batcher() -> _Batcher:
     # One batcher per event loop (its futures belong to that loop).
     loop = asyncio.get_running_loop()
     found = _batchers.get(loop)

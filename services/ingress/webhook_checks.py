@@ -1,9 +1,9 @@
 """Checking the deliveries of a batch before anything is stored: the connection of each
-(workspace, provider) pair is looked up once (:data:`_CONNECTION_OF`), its webhook secrets are
+(workspace, provider) pair is looked up once (:data:`CONNECTION_OF`), its webhook secrets are
 decrypted once per ciphertext, and each delivery's signature is verified on the exact bytes and
-its body parsed by the skill's event shape (:class:`_Verifier`). :func:`_check` gives the
+its body parsed by the skill's event shape (:class:`_Verifier`). :func:`check_delivery` gives the
 refused deliveries their answers and hands the accepted ones on to be stored
-(``services.ingress.webhook_batches``); a stored one's answer is an :class:`_Outcome`.
+(``services.ingress.webhook_batches``); a stored one's answer is an :class:`Outcome`.
 """
 
 from __future__ import annotations
@@ -26,12 +26,22 @@ from shared.runtime.settings import Settings
 from shared.trust.secrets import SecretError
 from shared.trust.signatures import SignatureError, SignatureScheme, UnknownSchemeError, scheme_for
 
-__all__: list[str] = []  # the intake's own: webhook_batches and webhooks read it
+__all__ = [
+    "CONNECTION_OF",
+    "CONNECTION_OF_PG",
+    "Answer",
+    "BatchKey",
+    "Item",
+    "NotFound",
+    "Outcome",
+    "batch_keys",
+    "check_delivery",
+]
 
 log = logging.getLogger(__name__)
 
 
-class _NotFound(Exception):
+class NotFound(Exception):
     pass
 
 
@@ -40,7 +50,7 @@ class _Unavailable(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class _Outcome:
+class Outcome:
     event_id: str
     result: IntakeResult
 
@@ -70,7 +80,7 @@ def _connection_secrets(stored: bytes, settings: Settings) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Item:
+class Item:
     provider: str
     workspace: str
     body: bytes
@@ -79,7 +89,7 @@ class _Item:
 
 
 # Built once: building the statement costs more than running it.
-_CONNECTION_OF = select(
+CONNECTION_OF = select(
     Connection.id,
     Connection.signature_scheme,
     Connection.signature_tolerance_seconds,
@@ -92,9 +102,9 @@ _CONNECTION_OF = select(
 
 # The same statement for the intake's own psycopg connections (PostgreSQL's SQL and psycopg's
 # parameter style, rendered once).
-_CONNECTION_OF_PG = str(_CONNECTION_OF.compile(dialect=psycopg_dialect()))  # type: ignore[no-untyped-call]
+CONNECTION_OF_PG = str(CONNECTION_OF.compile(dialect=psycopg_dialect()))  # type: ignore[no-untyped-call]
 
-_BatchKey = tuple[str, str]
+BatchKey = tuple[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,14 +120,14 @@ class _Verifier:
     @classmethod
     def of(cls, settings: Settings, provider: str, connection: Any | None) -> _Verifier:
         """For the connection of a workspace and provider (None: there is none); raises
-        _NotFound or SecretError."""
+        NotFound or SecretError."""
         if connection is None:
-            raise _NotFound
+            raise NotFound
         try:
             scheme = scheme_for(connection.signature_scheme)
         except UnknownSchemeError:
             log.error("connection %s names an unknown signature scheme", connection.id)
-            raise _NotFound from None
+            raise NotFound from None
         return cls(
             scheme,
             _connection_secrets(connection.webhook_secrets_enc, settings),
@@ -126,7 +136,7 @@ class _Verifier:
             fingerprint_key_names(provider),
         )
 
-    def verified(self, item: _Item) -> Delivery:
+    def verified(self, item: Item) -> Delivery:
         """Signature, then event shape; raises SignatureError or MalformedEvent."""
         delivery = self.scheme.verify(
             body=item.body,
@@ -145,25 +155,27 @@ class _Verifier:
         return Delivery(item.workspace, item.provider, event, item.body, item.now)
 
 
-_Answer = _Outcome | BaseException
-_Checked = tuple[list[_Answer | None], list[tuple[int, Delivery]]]
+Answer = Outcome | BaseException
+_Checked = tuple[list[Answer | None], list[tuple[int, Delivery]]]
 
 
-def _batch_keys(items: list[_Item]) -> list[_BatchKey]:
+def batch_keys(items: list[Item]) -> list[BatchKey]:
     """The distinct (workspace, provider) pairs of a batch, in order of arrival."""
     return list(dict.fromkeys((item.workspace, item.provider) for item in items))
 
 
-def _check(settings: Settings, items: list[_Item], connections: dict[_BatchKey, Any]) -> _Checked:
+def check_delivery(
+    settings: Settings, items: list[Item], connections: dict[BatchKey, Any]
+) -> _Checked:
     """Verify each delivery of a batch: the refused ones get their answer (and will write
     nothing), the accepted ones go on to be stored."""
-    verifiers: dict[_BatchKey, _Verifier | BaseException] = {}
+    verifiers: dict[BatchKey, _Verifier | BaseException] = {}
     for (ws, prov), connection in connections.items():
         try:
             verifiers[(ws, prov)] = _Verifier.of(settings, prov, connection)
-        except (_NotFound, SecretError) as refused:
+        except (NotFound, SecretError) as refused:
             verifiers[(ws, prov)] = refused
-    answers: list[_Answer | None] = [None] * len(items)
+    answers: list[Answer | None] = [None] * len(items)
     accepted: list[tuple[int, Delivery]] = []
     for index, item in enumerate(items):
         verifier = verifiers[(item.workspace, item.provider)]

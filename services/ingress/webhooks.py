@@ -51,8 +51,8 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.ingress.problems import PROBLEM_JSON, problem_response
-from services.ingress.webhook_batches import _batcher, close_intake_connections
-from services.ingress.webhook_checks import _Item, _NotFound
+from services.ingress.webhook_batches import close_intake_connections, process_batcher
+from services.ingress.webhook_checks import Item, NotFound
 from shared.intake.parse import UNSTORABLE, MalformedEvent
 from shared.runtime.settings import Settings, get_settings
 from shared.trust.secrets import SecretError
@@ -262,9 +262,9 @@ async def _answer_event(scope: Scope, receive: Receive, provider: str, workspace
         _refused(provider, "client_disconnected")
         return _problem(400, "bad-request", "the client went away before the body was read")
     try:
-        item = _Item(provider, workspace, body, Headers(scope=scope), datetime.now(UTC))
-        outcome = await _batcher().submit(engine, settings, item)
-    except _NotFound:
+        item = Item(provider, workspace, body, Headers(scope=scope), datetime.now(UTC))
+        outcome = await process_batcher().submit(engine, settings, item)
+    except NotFound:
         return _not_found()
     except SignatureError as refused:
         _refused(provider, refused.reason)

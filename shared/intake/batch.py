@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from shared.core.contract import Contract
 from shared.db.models import Operation
 from shared.db.sql import driver_cursor
-from shared.intake.contracts import _registry_contract, contract_of
+from shared.intake.contracts import contract_of, registry_contract
 from shared.intake.correlate import correlate_event
 from shared.intake.results import Delivery, IntakeResult, Link
 from shared.intake.rules import (
@@ -143,7 +143,7 @@ def _derived_with_registry_contract(
     keys are derived from: an operation whose keys did not change since the last batch that
     named it is not decoded and derived again, one whose keys changed has other arguments.
     (A custom contract is loaded through the session each time, and not kept here.)"""
-    contract = _registry_contract(contract_hash)
+    contract = registry_contract(contract_hash)
     assert contract is not None  # the caller found it by this hash
     return _derive(
         contract, op_id, subject_id, final, input_text, action_result_text, learned_keys_text
@@ -186,7 +186,7 @@ def _candidates(
         rows = cursor.execute(statement, params).fetchall()
     found: list[_Candidate] = []
     for op in rows:
-        contract = _registry_contract(op.contract_hash)
+        contract = registry_contract(op.contract_hash)
         if contract is None:  # a custom contract (or one no longer registered)
             loaded = session.get(Operation, op.id)
             contract = None if loaded is None else contract_of(session, loaded)

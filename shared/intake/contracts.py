@@ -3,7 +3,7 @@ was created with, the providers whose events may correlate with a contract, and 
 fingerprint keys a provider's contracts correlate on.
 
 The registry module is loaded at first use (it costs about 0.2 s); what correlation derives
-from a contract is computed once per contract object (:func:`_of_contract`).
+from a contract is computed once per contract object (:func:`derived_of_contract`).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def fingerprint_key_names(provider: str) -> frozenset[str]:
 _fingerprint_names: dict[str, tuple[Any, frozenset[str]]] = {}
 
 
-def _registry_contract(contract_hash: str) -> Contract | None:
+def registry_contract(contract_hash: str) -> Contract | None:
     """A contract of the registry by its hash (None: a custom contract, or one no longer
     registered)."""
     entry = _registry().by_hash(contract_hash)
@@ -123,7 +123,7 @@ def _registry_contract(contract_hash: str) -> Contract | None:
 
 def contract_of(session: Session, operation: Operation) -> Contract | None:
     """The contract an operation was created with (None when it can no longer be found)."""
-    contract = _registry_contract(operation.contract_hash)
+    contract = registry_contract(operation.contract_hash)
     if contract is not None:
         return contract
     from shared.lifecycle.contracts import ContractNotFound, contract_for
@@ -144,7 +144,7 @@ _contract_memo: dict[tuple[int, str], tuple[Contract, Any]] = {}
 frozen; an entry holds its contract, so the id cannot be another's while the entry lives)."""
 
 
-def _of_contract(contract: Contract, what: str, derive: Callable[[], Any]) -> Any:
+def derived_of_contract(contract: Contract, what: str, derive: Callable[[], Any]) -> Any:
     """``derive()`` for ``contract``, computed once per contract object."""
     memo = _contract_memo.get((id(contract), what))
     if memo is not None and memo[0] is contract:

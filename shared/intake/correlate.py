@@ -34,15 +34,15 @@ from shared.intake.rules import (
     STRONG,
     WEAK,
     Match,
-    _fingerprint,
-    _idempotency_value,
-    _of_subject_type,
-    _subject_values,
+    fingerprint_of,
     fingerprint_probe,
+    idempotency_value,
     match,
+    of_subject_type,
     operation_keys,
+    subject_values,
 )
-from shared.intake.store import _insert
+from shared.intake.store import dialect_insert
 
 __all__ = [
     "CORRELATION_LOCK_CLASS",
@@ -88,7 +88,7 @@ def _link(
         created = session.execute(_PG_LINK, params).scalar_one_or_none()
     else:
         created = session.execute(
-            _insert(session, OperationEvent)
+            dialect_insert(session, OperationEvent)
             .values(**params)
             .on_conflict_do_nothing(index_elements=["operation_id", "event_pk"])
             .returning(OperationEvent.event_pk)
@@ -324,7 +324,7 @@ def correlate_pending_events(
     providers = event_providers(contract)
     result = result if result is not None else IntakeResult(event_pk=None, duplicate=False)
     before = len(result.links)
-    idem = _idempotency_value(contract, operation)
+    idem = idempotency_value(contract, operation)
     if idem is not None:
         for row in _events_with_keys(
             session, operation.workspace_id, providers, [("idempotency_key", idem)]
@@ -332,7 +332,7 @@ def correlate_pending_events(
             if (
                 operation.subject_id is None
                 and row.object_id is not None
-                and _of_subject_type(contract, row.type)
+                and of_subject_type(contract, row.type)
                 and _learn_subject(session, operation, contract, row.object_id, now)
             ):
                 result.learned.append(operation.id)
@@ -345,7 +345,7 @@ def correlate_pending_events(
                 assurance=STRONG,
                 now=now,
             )
-    subjects = _subject_values(operation, contract)
+    subjects = subject_values(operation, contract)
     if subjects:
         for row in _events_with_keys(
             session,
@@ -362,7 +362,7 @@ def correlate_pending_events(
                 assurance=STRONG,
                 now=now,
             )
-    fingerprint = _fingerprint(contract, operation)
+    fingerprint = fingerprint_of(contract, operation)
     if fingerprint and not operation.final and operation.subject_id is None:
         for row in _events_with_keys(
             session, operation.workspace_id, providers, sorted(fingerprint.items())

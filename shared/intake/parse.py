@@ -29,7 +29,7 @@ __all__ = ["UNSTORABLE", "MalformedEvent", "ParsedEvent", "parse_event"]
 _MAX_ID = 255
 _MAX_TYPE = 200
 _MAX_VERSION = 64
-_MAX_KEY_VALUE = 255
+MAX_KEY_VALUE = 255
 # Epoch seconds a provider timestamp may take: 2000-01-01 .. 2100-01-01.
 _MIN_EPOCH, _MAX_EPOCH = 946_684_800, 4_102_444_800
 
@@ -64,7 +64,7 @@ class ParsedEvent:
 _ABSENT = object()
 
 
-def _walk(doc: Any, parts: Sequence[str]) -> Any:
+def walk_path(doc: Any, parts: Sequence[str]) -> Any:
     for part in parts:
         # ``type(doc) is dict`` first: what JSON decodes to, without the ABC check
         if type(doc) is dict or isinstance(doc, Mapping):
@@ -79,7 +79,7 @@ def _walk(doc: Any, parts: Sequence[str]) -> Any:
 
 
 @lru_cache(maxsize=1024)
-def _expression(expr: str) -> tuple[str, tuple[str, ...]]:
+def split_expression(expr: str) -> tuple[str, tuple[str, ...]]:
     """An expression's root and path (``$event.data.object.id`` → ``$event``, its parts),
     split once: skills and contracts hold a few hundred at most."""
     root, _, rest = expr.partition(".")
@@ -90,15 +90,15 @@ def _resolve(expr: str | None, body: Any, delivery: Mapping[str, Any]) -> Any:
     """``$event.a.b`` reads the body, ``$delivery.x`` what the signature check learned."""
     if not expr:
         return None
-    root, parts = _expression(expr)
+    root, parts = split_expression(expr)
     if root == "$event":
-        return _walk(body, parts)
+        return walk_path(body, parts)
     if root == "$delivery":
-        return _walk(delivery, parts)
+        return walk_path(delivery, parts)
     return None
 
 
-def _text(value: Any, limit: int) -> str | None:
+def bounded_text(value: Any, limit: int) -> str | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
@@ -159,27 +159,27 @@ def parse_event(
         "event_type": delivery.event_type,
         "received_at": received_at,
     }
-    event_id = _text(_resolve(shape.id, doc, meta), _MAX_ID)
+    event_id = bounded_text(_resolve(shape.id, doc, meta), _MAX_ID)
     if event_id is None:
         raise MalformedEvent("missing_event_id", "the event carries no usable id")
-    event_type = _text(_resolve(shape.type, doc, meta), _MAX_TYPE)
+    event_type = bounded_text(_resolve(shape.type, doc, meta), _MAX_TYPE)
     if event_type is None:
         raise MalformedEvent("missing_event_type", "the event carries no usable type")
     created = _timestamp(_resolve(shape.created, doc, meta))
     if created is None:
         raise MalformedEvent("missing_event_time", "the event carries no usable creation time")
-    api_version = _text(_resolve(shape.api_version, doc, meta), _MAX_VERSION)
-    object_id = _text(_resolve(shape.object_id, doc, meta), _MAX_KEY_VALUE)
-    idempotency_key = _text(_resolve(shape.idempotency_key, doc, meta), _MAX_KEY_VALUE)
+    api_version = bounded_text(_resolve(shape.api_version, doc, meta), _MAX_VERSION)
+    object_id = bounded_text(_resolve(shape.object_id, doc, meta), MAX_KEY_VALUE)
+    idempotency_key = bounded_text(_resolve(shape.idempotency_key, doc, meta), MAX_KEY_VALUE)
     keys: dict[str, str] = {}
     for name, expr in shape.correlation_keys.items():
-        value = _text(_resolve(expr, doc, meta), _MAX_KEY_VALUE)
+        value = bounded_text(_resolve(expr, doc, meta), MAX_KEY_VALUE)
         if value is not None:
             keys[name] = value
     obj = _resolve(shape.object, doc, meta)
     for name in extra_keys:
         if name not in keys and isinstance(obj, Mapping):
-            value = _text(obj.get(name), _MAX_KEY_VALUE)
+            value = bounded_text(obj.get(name), MAX_KEY_VALUE)
             if value is not None:
                 keys[name] = value
     if object_id is not None:

@@ -32,8 +32,14 @@ from functools import partial
 from typing import Any, Final, Protocol
 
 from shared.core.contract import Contract
-from shared.intake.contracts import _of_contract, event_providers, fingerprint_key_names
-from shared.intake.parse import _MAX_KEY_VALUE, ParsedEvent, _expression, _text, _walk
+from shared.intake.contracts import derived_of_contract, event_providers, fingerprint_key_names
+from shared.intake.parse import (
+    MAX_KEY_VALUE,
+    ParsedEvent,
+    bounded_text,
+    split_expression,
+    walk_path,
+)
 
 __all__ = [
     "STRONG",
@@ -52,7 +58,7 @@ WEAK: Final = "weak"
 
 def _strategy_keys(contract: Contract, strategy: str) -> tuple[tuple[str, str], ...]:
     """(name, expression) of the keys of the contract's correlation strategy ``strategy``."""
-    keys: tuple[tuple[str, str], ...] = _of_contract(
+    keys: tuple[tuple[str, str], ...] = derived_of_contract(
         contract,
         strategy,
         lambda: tuple(
@@ -85,17 +91,17 @@ class _OperationKeys(Protocol):
 def _operation_value(operation: _OperationKeys, expr: str) -> str | None:
     """The value of a correlation key expression for an operation (``$operation.id``,
     ``$input.*``, ``$action.result.*``); None when unknown."""
-    root, parts = _expression(expr)
+    root, parts = split_expression(expr)
     if expr == "$operation.id":
         return operation.id
     if root == "$input":
-        return _text(_walk(operation.input or {}, parts), _MAX_KEY_VALUE)
+        return bounded_text(walk_path(operation.input or {}, parts), MAX_KEY_VALUE)
     if root == "$action" and parts[:1] == ("result",):
-        return _text(_walk(operation.action_result or {}, parts[1:]), _MAX_KEY_VALUE)
+        return bounded_text(walk_path(operation.action_result or {}, parts[1:]), MAX_KEY_VALUE)
     return None
 
 
-def _idempotency_value(contract: Contract, operation: _OperationKeys) -> str | None:
+def idempotency_value(contract: Contract, operation: _OperationKeys) -> str | None:
     for _name, expr in _strategy_keys(contract, "idempotency_key"):
         value = _operation_value(operation, expr)
         if value is not None:
@@ -103,7 +109,7 @@ def _idempotency_value(contract: Contract, operation: _OperationKeys) -> str | N
     return None
 
 
-def _fingerprint(contract: Contract, operation: _OperationKeys) -> dict[str, str] | None:
+def fingerprint_of(contract: Contract, operation: _OperationKeys) -> dict[str, str] | None:
     keys = _strategy_keys(contract, "fingerprint")
     if not keys:
         return None
@@ -113,7 +119,7 @@ def _fingerprint(contract: Contract, operation: _OperationKeys) -> dict[str, str
     return {k: v for k, v in values.items() if v is not None}
 
 
-def _subject_values(operation: _OperationKeys, contract: Contract) -> set[str]:
+def subject_values(operation: _OperationKeys, contract: Contract) -> set[str]:
     values = set()
     if operation.subject_id:
         values.add(operation.subject_id)
@@ -121,15 +127,15 @@ def _subject_values(operation: _OperationKeys, contract: Contract) -> set[str]:
     if isinstance(learned, str) and learned:
         values.add(learned)
     for name, expr in _strategy_keys(contract, "resource_id"):
-        value = _operation_value(operation, expr) or _text(
-            (operation.learned_keys or {}).get(name), _MAX_KEY_VALUE
+        value = _operation_value(operation, expr) or bounded_text(
+            (operation.learned_keys or {}).get(name), MAX_KEY_VALUE
         )
         if value is not None:
             values.add(value)
     return values
 
 
-def _of_subject_type(contract: Contract, event_type: str) -> bool:
+def of_subject_type(contract: Contract, event_type: str) -> bool:
     """True when an event type names the subject's object (``refund.created`` for
     ``stripe.refund``)."""
     return event_type.split(".")[0] == contract.subject.type.split(".")[-1]
@@ -152,10 +158,10 @@ def operation_keys(contract: Contract, operation: _OperationKeys, *, final: bool
     still open) fingerprint of an operation bound to ``contract``."""
     return OperationKeys(
         contract,
-        _of_contract(contract, "providers", partial(event_providers, contract)),
-        _idempotency_value(contract, operation),
-        frozenset(_subject_values(operation, contract)),
-        _fingerprint(contract, operation) if operation.subject_id is None and not final else None,
+        derived_of_contract(contract, "providers", partial(event_providers, contract)),
+        idempotency_value(contract, operation),
+        frozenset(subject_values(operation, contract)),
+        fingerprint_of(contract, operation) if operation.subject_id is None and not final else None,
         operation.subject_id,
     )
 
@@ -203,7 +209,7 @@ def match(
         if (
             keys.subject_id is None
             and event.object_id is not None
-            and _of_subject_type(keys.contract, event.type)
+            and of_subject_type(keys.contract, event.type)
         ):
             return BY_IDEMPOTENCY_KEY_LEARNING
         return BY_IDEMPOTENCY_KEY

@@ -38,7 +38,7 @@ from shared.intake.results import Delivery, IntakeResult
 __all__ = ["event_record", "store_event", "store_many", "store_many_async"]
 
 
-def _insert(session: Session, table: Any) -> Any:
+def dialect_insert(session: Session, table: Any) -> Any:
     dialect = session.get_bind().dialect.name
     if dialect == "postgresql":
         return postgresql.insert(table)
@@ -86,7 +86,7 @@ def store_event(
     A repeat writes nothing but ``duplicates = duplicates + 1`` on the stored row.
     """
     stmt = (
-        _insert(session, Event)
+        dialect_insert(session, Event)
         .values(
             workspace_id=workspace_id,
             provider=provider,

@@ -12,7 +12,7 @@ import pytest
 
 from services.ingress import webhook_batches
 from services.ingress.webhook_batches import MAX_BATCH, _Batcher
-from services.ingress.webhook_checks import _Outcome
+from services.ingress.webhook_checks import Outcome
 from shared.intake.results import IntakeResult
 
 
@@ -29,7 +29,7 @@ class Held:
         done = asyncio.Event()
         self.release.append(done)
         await done.wait()
-        return [_Outcome(item, IntakeResult(event_pk=1, duplicate=False)) for item in items]
+        return [Outcome(item, IntakeResult(event_pk=1, duplicate=False)) for item in items]
 
 
 async def _settle() -> None:

@@ -14,6 +14,7 @@ Modules:
 - ``compiled``      a contract compiled for the engine (expressions parsed, channels indexed)
 - ``context``       an operation's correlation keys and evaluation context
 - ``engine``        ``decide`` (the verdict engine), ``state_after`` and ``deadline_of``
+- ``reasons``       the reasons of an open decision and the sentences that explain them
 - ``events``        the webhook channel's reduction of stored provider events
 - ``schedule``      the wait before each observation, and jitter
 - ``paths``         readback paths: dot segments, paths inside a skill's declared paths

@@ -65,6 +65,7 @@ from shared.core.compiled import (
 from shared.core.context import base_context, correlation_of
 from shared.core.contract import Contract
 from shared.core.expressions import EvaluationContext
+from shared.core.reasons import ACTION_REJECTED, AWAITING_REJECTION, EXPLANATIONS
 from shared.core.types import (
     ConditionResult,
     Decision,
@@ -77,7 +78,6 @@ from shared.core.types import (
 )
 
 __all__ = [
-    "EXPLANATIONS",
     "deadline_of",
     "decide",
     "state_after",
@@ -85,30 +85,6 @@ __all__ = [
 
 _FINAL_FROM_MAP: Final = frozenset({Verdict.FAILED, Verdict.CONTRADICTED})
 _UNAVAILABLE: Final = frozenset({ObservationStatus.UNAVAILABLE, ObservationStatus.ERROR})
-
-EXPLANATIONS: Final[Mapping[str, str]] = {
-    "awaiting_correlation": (
-        "The subject of the operation is not known yet, so no evidence can be tied to it."
-    ),
-    "correlation_conflict": (
-        "The reported subject and the one learned from the provider differ; nothing decides."
-    ),
-    "awaiting_evidence": "The evidence the contract asks for has not arrived yet.",
-    "stale_reading": "The latest reading is older than the freshness window and cannot decide.",
-    "evidence_requirements_not_met": (
-        "The conditions hold, but not on evidence of the level and independence required."
-    ),
-    "evidence_unavailable": (
-        "A channel could not answer; the runtime observes again and a later reading decides."
-    ),
-    "awaiting_rejection_confirmation": (
-        "The agent reported that the provider refused the action; that is its word alone, so "
-        "the runtime observes until independent evidence confirms nothing was created."
-    ),
-}
-
-ACTION_REJECTED: Final = "action_rejected"
-AWAITING_REJECTION: Final = "awaiting_rejection_confirmation"
 
 
 def _utc(value: datetime) -> datetime:

@@ -8,12 +8,8 @@ from typing import Any
 import pytest
 
 from shared.core.context import build_context, correlation_keys
-from shared.core.engine import (
-    EXPLANATIONS,
-    deadline_of,
-    decide,
-    state_after,
-)
+from shared.core.engine import deadline_of, decide, state_after
+from shared.core.reasons import EXPLANATIONS
 from shared.core.types import (
     Decision,
     Observation,

@@ -59,9 +59,18 @@ def test_metrics_and_logs_follow_the_operations(distributed: DistributedSystem) 
     database = httpx.get(f"http://127.0.0.1:{ports['metrics']}/metrics", timeout=10).text
     assert _value(database, "provely_operations", state="VERIFIED") >= 1
 
-    observer = httpx.get(
-        f"http://127.0.0.1:{distributed.metrics_ports['observer']}/metrics", timeout=10
-    ).text
+    # The webhook's wake (``provely.observe_many``) may verify the operation before the first
+    # scheduled ``provely.observe`` is due; that message still runs (and is counted) when its
+    # countdown ends, so the observer's figures are read until it has.
+    observer_url = f"http://127.0.0.1:{distributed.metrics_ports['observer']}/metrics"
+    deadline = time.monotonic() + 60
+    observer = httpx.get(observer_url, timeout=10).text
+    while (
+        _value(observer, "provely_tasks_total", task="provely.observe") < 1
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.5)
+        observer = httpx.get(observer_url, timeout=10).text
     assert _value(observer, "provely_observation_latency_seconds_count") >= 1
     assert _value(observer, "provely_queue_lag_seconds_count", queue="observe") >= 1
     assert _value(observer, "provely_tasks_total", task="provely.observe") >= 1

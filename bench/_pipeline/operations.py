@@ -40,6 +40,9 @@ def setup_tenant(engine: Any, provider_url: str, name: str) -> str:
     return ws
 
 
+CONTRACT_VERSION = "1.0.0"
+
+
 def create_ops(
     engine: Any, ws: str, contract_id: str, prefix: str, count: int, delay_ms: int | None = None
 ) -> float:
@@ -53,7 +56,9 @@ def create_ops(
 
     made: list[tuple[str, int]] = []
     with session_scope(engine) as session:
-        contract = find_contract(session, ws, contract_id).contract
+        # 1.0.0: one readback of the refund, which the loopback provider serves; 1.1.0 also
+        # lists the charge's refunds (GET /v1/refunds?charge=…), which it does not.
+        contract = find_contract(session, ws, contract_id, CONTRACT_VERSION).contract
         digest = contract_hash(contract)
         delay = contract.timing.initial_delay_ms if delay_ms is None else delay_ms
         now = datetime.now(UTC)

@@ -45,10 +45,6 @@ class NotFound(Exception):
     pass
 
 
-class _Unavailable(Exception):
-    pass
-
-
 @dataclass(frozen=True, slots=True)
 class Outcome:
     event_id: str

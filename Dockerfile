@@ -5,9 +5,12 @@ FROM python:3.11-slim AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY requirements/base.txt ./requirements/base.txt
 COPY shared ./shared
 COPY services ./services
-RUN python -m pip wheel --wheel-dir /wheels .
+# The dependencies are the lock's exact versions, checked against their hashes (scripts/lock).
+RUN python -m pip wheel --wheel-dir /wheels --require-hashes -r requirements/base.txt \
+    && python -m pip wheel --wheel-dir /wheels --no-deps .
 
 FROM python:3.11-slim AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 \

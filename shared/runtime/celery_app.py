@@ -20,8 +20,10 @@ running them dies, and prefetched one at a time; tasks are fenced, so a redelive
 Broker: ``PROVELY_BROKER_URL`` (Redis in production). The embedded default is kombu's SQLAlchemy
 transport on a SQLite file; its stock transport polls once a second and passes every transport
 option to ``create_engine``, so this module registers a subclass under the ``sqla`` /
-``sqlalchemy`` schemes that polls every ``EMBEDDED_POLLING_INTERVAL_S`` and keeps the polling
-option away from SQLAlchemy. Only this process's kombu registry is touched.
+``sqlalchemy`` schemes that polls every ``EMBEDDED_POLLING_INTERVAL_S``, keeps the polling
+option away from SQLAlchemy, and returns from a drain within one polling interval so that a
+worker's blocking loop acknowledges finished tasks at once (see :class:`EmbeddedSqlaTransport`).
+Only this process's kombu registry is touched.
 
 Task bodies live in ``services.observer.tasks`` and ``services.verdict.tasks``; the worker loads
 them by name (``include``), and senders address tasks by name (:func:`send`), so ``shared`` never
@@ -139,10 +141,33 @@ def _create_broker_tables(engine: Any, attempts: int = 3) -> None:
 
 
 class EmbeddedSqlaTransport(kombu_sqla.Transport):
-    """kombu's SQLAlchemy transport, polling every 0.1 s instead of every second."""
+    """kombu's SQLAlchemy transport, polling every 0.1 s instead of every second, and handing
+    control back to the worker's loop after at most one polling interval.
+
+    A polled transport has no event loop, so a Celery worker consumes it with its blocking loop
+    (``celery.worker.loops.synloop``): ``drain_events(timeout=2.0)``, then the operations it
+    deferred meanwhile, then again. Up to celery 5.6 the acknowledgements of finished tasks are
+    among those deferred operations (``Consumer.call_soon``). With late acknowledgement and a
+    prefetch of one message per pool process, a worker whose processes have each taken a
+    message may take no other until it acknowledges one (``QoS.can_consume``), so its drain
+    polls a queue it may not read from until the 2 s timeout, acknowledges, takes the next
+    message, and waits 2 s again: about one message every two seconds however many wait
+    (celery 5.7 runs these acknowledgements at once instead). Bounding each drain to one
+    polling interval makes the deferred acknowledgements, and the prefetch increases Celery
+    applies between drains (countdown messages), wait at most that long, on any celery version.
+    A drain without a timeout still blocks until a message comes.
+    """
 
     Channel = _EmbeddedSqlaChannel
     polling_interval = EMBEDDED_POLLING_INTERVAL_S
+
+    # The stubs of kombu's two transport bases disagree on this signature; the virtual one's.
+    def drain_events(  # type: ignore[override]
+        self, connection: Any, timeout: float | None = None
+    ) -> None:
+        if timeout is not None:
+            timeout = min(timeout, self.polling_interval)
+        super().drain_events(connection, timeout=timeout)
 
 
 _TRANSPORT_PATH = f"{__name__}:EmbeddedSqlaTransport"

@@ -3,6 +3,7 @@ copy whose deadline is seconds, signed into a demo skill with a key generated fo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,15 @@ SHORT_TIMING: dict[str, Any] = {
 }
 
 
-def write_short_timing_skill(directory: Path) -> dict[str, str]:
+def write_short_timing_skill(
+    directory: Path,
+    *,
+    version: str = SHORT_VERSION,
+    timing: Mapping[str, Any] = SHORT_TIMING,
+) -> dict[str, str]:
     """Write a signed skill holding ``stripe.refund.succeeded`` at :data:`SHORT_VERSION` with a
-    deadline of seconds; returns the environment that makes a Provely process load it."""
+    deadline of seconds (or at ``version`` with ``timing`` merged over the contract's own);
+    returns the environment that makes a Provely process load it."""
     import yaml
 
     from shared.trust.registry import SHIPPED_CONTRACTS_DIR
@@ -40,9 +47,9 @@ def write_short_timing_skill(directory: Path) -> dict[str, str]:
     skill_dir = directory / "contracts" / "stripe-demo"
     skill_dir.mkdir(parents=True, exist_ok=True)
     contract = yaml.safe_load((source_dir / "refund.succeeded.yaml").read_text("utf-8"))
-    contract["version"] = SHORT_VERSION
+    contract["version"] = version
     contract["title"] = str(contract.get("title", "")) + " (demo copy with a short deadline)"
-    contract["timing"] = {**contract["timing"], **SHORT_TIMING}
+    contract["timing"] = {**contract["timing"], **timing}
     contract_file = "refund.succeeded.short.yaml"
     (skill_dir / contract_file).write_text(
         yaml.safe_dump(contract, sort_keys=False, allow_unicode=True), "utf-8"

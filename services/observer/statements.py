@@ -7,10 +7,10 @@ from typing import Any, cast
 
 from sqlalchemy import Table, and_, bindparam, exists, insert, or_, select, update
 
-from shared.core.types import OperationState
 from shared.db.models import Connection, Observation, Operation
 from shared.evidence.readings import Reading
 from shared.lifecycle.scheduling import OBSERVABLE_STATES
+from shared.lifecycle.watch import WATCHED_STATES
 
 __all__ = [
     "COUNT_ATTEMPT",
@@ -84,7 +84,7 @@ PREPARE = (
 )
 
 # Counts the observation and loads the operation in one statement, only while it may be
-# observed: open and in an observable state, or VERIFIED with a recheck scheduled
+# observed: open and in an observable state, or watched (VERIFIED, FAILED) with a recheck scheduled
 # (``needs_recheck``). The row stays locked until the observations are stored.
 COUNT_ATTEMPT = (
     update(_OPS)
@@ -94,7 +94,7 @@ COUNT_ATTEMPT = (
             and_(_OPS.c.final.is_(False), _OPS.c.state.in_(OBSERVABLE_STATES)),
             and_(
                 _OPS.c.final.is_(True),
-                _OPS.c.state == OperationState.VERIFIED.value,
+                _OPS.c.state.in_(WATCHED_STATES),
                 _OPS.c.next_observation_at.is_not(None),
             ),
         ),

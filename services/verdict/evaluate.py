@@ -41,7 +41,6 @@ from shared.core.types import (
     Observation,
     ObservationStatus,
     OperationState,
-    Verdict,
 )
 from shared.db.models import Observation as ObservationRow
 from shared.db.models import Operation
@@ -52,7 +51,7 @@ from shared.lifecycle.contract_cache import cached_contract_for
 from shared.lifecycle.late_evidence import needs_recheck, recheck_verified
 from shared.lifecycle.operations import change_state, facts_for
 from shared.lifecycle.scheduling import ScheduleConflict, schedule_observation
-from shared.lifecycle.watch import start_watch, watch_until
+from shared.lifecycle.watch import start_watch, watch_until, watched_after
 from shared.runtime.settings import Settings
 
 __all__ = [
@@ -198,11 +197,11 @@ def evaluate_in_session(
     if op.deadline is None:
         changes["deadline"] = deadline
     plan = Plan()
-    verified = decision.final and decision.verdict is Verdict.VERIFIED
+    watched = watched_after(decision, state_after(decision))
     if decision.final:
         changes["next_observation_at"] = None
         changes["enqueued_at"] = None
-    watched_until = watch_until(contract, now) if verified else None
+    watched_until = watch_until(contract, now) if watched else None
     if watched_until is not None:
         changes["watch_until"] = watched_until
     else:

@@ -43,7 +43,7 @@ from sqlalchemy.orm import Session
 
 from services.observer.connections import Readback, readback_of
 from services.observer.http_verifier import read_http, read_http_list
-from services.observer.jobs import HttpJob, http_job
+from services.observer.jobs import HttpJob, declared_readback, http_job, kept_reading
 from services.observer.statements import (
     COUNT_ATTEMPT,
     EXISTS,
@@ -54,6 +54,7 @@ from services.observer.statements import (
     operation_of,
 )
 from shared.core.context import build_context
+from shared.core.kept import read_paths
 from shared.core.types import ObservationStatus, OperationState
 from shared.db.models import Operation
 from shared.db.session import get_engine, read_connection, session_scope
@@ -132,7 +133,9 @@ class Observer:
         readings: list[Reading] = []
         for job in jobs:
             readback = readbacks.get(job.provider, "no_connection")
-            if job.path is None:
+            if job.refused is not None:
+                readings.append(self._failed(job.channel, job.refused))
+            elif job.path is None:
                 readings.append(self._failed(job.channel, "path_unresolved"))
             elif job.query is None:
                 readings.append(self._failed(job.channel, "query_unresolved"))
@@ -146,7 +149,7 @@ class Observer:
                         return ObserveOutcome.RATE_LIMITED
                     if wait > 0:
                         self.sleep(wait)
-                readings.append(self._read(job, job.path, job.query, readback))
+                readings.append(kept_reading(job, self._read(job, job.path, job.query, readback)))
         try:
             outcome = self._store(operation_id, fence, readings)
         except IntegrityError:
@@ -262,8 +265,16 @@ class Observer:
             # A session only for a contract the process has not loaded yet.
             contract = cached_contract_for(Session(bind=connection), op)
         context = build_context(contract, facts_for(op))
+        # A workspace contract's readings keep only what its conditions read.
+        kept = read_paths(contract) if op.custom_contract_id is not None else None
         jobs = [
-            http_job(channel, contract, context)
+            http_job(
+                channel,
+                contract,
+                context,
+                readback=declared_readback(channel, contract),
+                keep=kept.get(channel.name, frozenset()) if kept is not None else None,
+            )
             for channel in contract.channels
             if channel.verifier == "http"
         ]

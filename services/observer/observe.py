@@ -63,7 +63,13 @@ from shared.evidence.webhooks import read_webhook
 from shared.lifecycle.contract_cache import cached_contract_for
 from shared.lifecycle.late_evidence import needs_recheck
 from shared.lifecycle.operations import change_state, facts_for
-from shared.lifecycle.scheduling import OBSERVABLE_STATES, OBSERVE_LEAD_S, claim_reading
+from shared.lifecycle.scheduling import (
+    OBSERVABLE_STATES,
+    OBSERVE_LEAD_S,
+    SLOT_TOLERANCE,
+    claim_reading,
+    counts_as_slot,
+)
 from shared.runtime.logs import bind_operation
 from shared.runtime.ratelimit import RateLimiter, bucket_for
 from shared.runtime.settings import Settings, get_settings
@@ -296,13 +302,18 @@ class Observer:
 
     def _store(self, operation_id: str, fence: int, readings: list[Reading]) -> ObserveOutcome:
         with session_scope(self.engine) as session:
-            row = session.execute(COUNT_ATTEMPT, {"operation_id": operation_id}).first()
+            read_at = self.clock()
+            row = session.execute(
+                COUNT_ATTEMPT,
+                {"operation_id": operation_id, "read_before": read_at + SLOT_TOLERANCE},
+            ).first()
             if row is None:
                 # Nothing was written: the operation is gone, or closed since it was read.
                 found = session.execute(EXISTS, {"operation_id": operation_id}).first()
                 return ObserveOutcome.CLOSED if found is not None else ObserveOutcome.MISSING
             op = operation_of(row)
-            op.attempts -= 1  # the facts as they were before this observation counted
+            if counts_as_slot(op.slot_at, read_at):
+                op.attempts -= 1  # the facts as they were before this observation counted
             contract = cached_contract_for(session, op)
             context = build_context(contract, facts_for(op))
             for channel in contract.channels:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, exists, insert, or_, select, update
+from sqlalchemy import Table, and_, bindparam, case, exists, insert, or_, select, update
 
 from shared.db.models import Connection, Observation, Operation
 from shared.evidence.readings import Reading
@@ -51,6 +51,7 @@ _OP_COLUMNS = tuple(
         "learned_keys",
         "deadline",
         "attempts",
+        "slot_at",
     )
 )
 _CONNECTION_COLUMNS = tuple(
@@ -99,7 +100,21 @@ COUNT_ATTEMPT = (
             ),
         ),
     )
-    .values(attempts=_OPS.c.attempts + 1)
+    # Only a reading of the schedule's slot counts; one a wake brought forward is extra
+    # (``shared.lifecycle.scheduling.counts_as_slot``; ``read_before`` = now + tolerance).
+    .values(
+        attempts=_OPS.c.attempts
+        + case(
+            (
+                or_(
+                    _OPS.c.slot_at.is_(None),
+                    _OPS.c.slot_at <= bindparam("read_before", type_=_OPS.c.slot_at.type),
+                ),
+                1,
+            ),
+            else_=0,
+        )
+    )
     .returning(*_OP_COLUMNS)
 )
 EXISTS = select(_OPS.c.id).where(_OPS.c.id == bindparam("operation_id"))

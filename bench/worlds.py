@@ -22,7 +22,14 @@ a charge of its own. Its randomness comes from ``random.Random(f"{seed}:{k}")`` 
   world releases the held deliveries every 0.2-1.5 s), ``delay_ms`` 0-300, dropping every
   ``refund.updated`` (and, with ``--drop-created``, every ``refund.created``, the agent's own
   included: a draw made last, so the other draws of a world do not change with the flag);
-- a provider outage of 0-10 s starting 0-6 s after the agent's refund.
+- a provider outage of 0-10 s starting 0-6 s after the agent's refund;
+- drawn after the others (so the draws above stay what they were): in half of the worlds whose
+  agent reports a rejection with nothing made, the refund is made after all under the
+  operation's idempotency key 0.5-5 s after its FAILED (``late_refund``; such a world has no
+  contradiction and no dropped ``refund.created``); and in a fifth of the worlds events collide
+  within one second (``collision``): a ``succeeded_then_failed`` refund fails with no gap after
+  its success (two ``refund.updated`` of one second that disagree on the status), and a
+  contradiction ``before`` comes with no gap after the agent's refund.
 
 Sandbox-wide faults are never shared: the harness runs ``--concurrency`` lanes, each a sandbox
 process with a workspace of its own, and a lane runs one world at a time (its faults are set at
@@ -66,7 +73,14 @@ time its request left and its answer came back; the receipts, superseded ones fe
   ``refund.updated`` was dropped (the contract needs one), a rejection reported with nothing
   made while another refund exists on the charge;
 - **wrong retry advice**: any poll that showed ``retry.action`` other than ``never`` while a
-  refund under the operation's idempotency key exists at the sandbox and did not fail;
+  refund under the operation's idempotency key exists at the sandbox and did not fail (after a
+  late refund: any poll sent more than 5 s, plus the outage, after it was made);
+- **FAILED with a retry left standing**: a late-refund world whose operation ends FAILED (its
+  refund under the key exists); it must end HUMAN_REVIEW (the FAILED superseded) or VERIFIED
+  (the refund came before the FAILED was decided); the time from the refund to the
+  HUMAN_REVIEW is printed;
+- **collisions**: the failures among the colliding worlds, with their false VERIFIED and their
+  CONTRADICTED that the truth does not allow;
 - **unexpected verdicts**: a final state the truth does not allow (not one of the above; e.g. a
   CONTRADICTED single refund), listed;
 - **harness errors**: a world the harness could not play (an HTTP error of the sandbox, a

@@ -7,6 +7,7 @@ __all__ = [
     "CONTRACT",
     "CONTRADICTING_STATUSES",
     "FINAL_STATES",
+    "LATE_REFUND_STATES",
     "LOST_BOUND_S",
     "OTHER_AMOUNT",
     "OUTAGE_TRY_SLACK_S",
@@ -27,4 +28,7 @@ SETTLE_S = 2.0  # the sandbox's settle_ms in the launcher (DEFAULT_SANDBOX_OPTIO
 RECHECK_BACKOFF_MS = (5000, 2, 60000)  # the 1.1.0 contract's poll_interval, factor, max
 OUTAGE_TRY_SLACK_S = 2.5  # the sweeper's grace and interval, before an overdue recheck is sent
 CONTRADICTING_STATUSES = ("failed", "canceled")
+LATE_REFUND_STATES = ("HUMAN_REVIEW", "VERIFIED")
+"""A rejection followed by the refund under its key: the FAILED superseded, or (the refund came
+before the FAILED was decided) judged on the refund."""
 FINAL_STATES = ("VERIFIED", "FAILED", "CONTRADICTED", "HUMAN_REVIEW", "UNVERIFIABLE", "EXPIRED")

@@ -15,6 +15,7 @@ from typing import Any
 
 from bench._worlds.bounds import (
     CONTRADICTING_STATUSES,
+    LATE_REFUND_STATES,
     LOST_BOUND_S,
     OUTAGE_TRY_SLACK_S,
     RECHECK_BACKOFF_MS,
@@ -45,6 +46,7 @@ class Judgement:
     outage: tuple[float, float] | None
     posted: list[tuple[float, str]]
     second_created: list[tuple[float, str]]
+    late_refund_made: float | None
 
     def _rel(self, t: float) -> float:
         return round(t - self.t0, 3)
@@ -145,6 +147,8 @@ class Judgement:
             raise HarnessError("no poll of the operation answered")
         result.final_state, result.final_reason = last.state, last.reason
         accepted, pending_ok = allowed(result.agent_status, duplicate, plan.drop_updated)
+        if plan.late_refund_s is not None:
+            accepted, pending_ok = set(LATE_REFUND_STATES), False
         if plan.report == "rejected_with_refund" and plan.drop_created:
             # The agent said "rejected" and its refund's refund.created never came: nothing ties
             # the refund to the operation (the listing carries no key), so it waits, PENDING and
@@ -221,7 +225,13 @@ class Judgement:
                 await self._late(late[0], decided, receipts, verified[-1])
 
         # Lost, unexpected, stable non-final.
-        if last.final and last.state not in accepted:
+        if plan.late_refund_s is not None and last.state == "FAILED":
+            result.failed_standing = (
+                f"ends FAILED ({last.reason}), retry {last.retry}, though refund "
+                f"{self.world.refund_id} was made under its key at "
+                f"{self._rel(self.late_refund_made or 0.0)} s"
+            )
+        elif last.final and last.state not in accepted:
             result.unexpected = f"ends {last.state} ({last.reason}); allowed {result.accepted}"
         elif not last.final and not pending_ok:
             result.lost = (
@@ -231,8 +241,25 @@ class Judgement:
         if any(p.state == "VERIFIED" for p in polls) and last.state == "VERIFIED" and pending_ok:
             result.notes.append("VERIFIED without any refund.updated delivered")
 
-        # Retry advice.
-        if result.agent_status is not None and result.agent_status != "failed":
+        # Retry advice. After a late refund under the key, the FAILED that allowed a retry is
+        # given the supersession bound (and any outage) to be superseded.
+        if self.late_refund_made is not None:
+            made = self.late_refund_made
+            superseded = next(
+                (p for p in polls if p.sent >= made and p.state == "HUMAN_REVIEW"), None
+            )
+            if superseded is not None:
+                result.late_refund_supersede_s = round(superseded.received - made, 3)
+            bound = made + SUPERSEDE_BOUND_S + self.plan.outage_s
+            wrong = [p for p in polls if p.sent > bound and p.retry != "never"]
+            if wrong:
+                p = wrong[0]
+                result.wrong_retry = (
+                    f"retry.action {p.retry} at {self._rel(p.sent)} s ({p.state} {p.reason}), "
+                    f"{p.sent - made:.2f} s after refund {self.world.refund_id} was made under "
+                    "the operation's key"
+                )
+        elif result.agent_status is not None and result.agent_status != "failed":
             wrong = [p for p in polls if p.retry != "never"]
             if wrong:
                 p = wrong[0]

@@ -34,6 +34,8 @@ class Outcome:
     lost: str | None = None
     unexpected: str | None = None
     wrong_retry: str | None = None
+    failed_standing: str | None = None  # a late refund under the key, the FAILED still stands
+    late_refund_supersede_s: float | None = None  # late refund made → HUMAN_REVIEW seen
     supersede_s: float | None = None
     duration_s: float = 0.0
     timeline: list[str] = field(default_factory=list)
@@ -48,6 +50,7 @@ class Outcome:
             or self.late_failure
             or self.lost
             or self.wrong_retry
+            or self.failed_standing
             or self.unexpected
         )
 

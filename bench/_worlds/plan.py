@@ -29,12 +29,14 @@ class Plan:
     outage_at_s: float | None
     outage_s: float
     drop_created: bool = False  # only with --drop-created
+    late_refund_s: float | None = None  # rejected_nothing: the refund made after the FAILED
+    collide: bool = False  # events of one second: a failure, or a second refund, with no gap
 
     @property
     def final_status(self) -> str | None:
         """The agent refund's status at the end, as planned (None: no refund made)."""
         if self.report == "rejected_nothing":
-            return None
+            return "succeeded" if self.late_refund_s is not None else None
         return {
             "succeeded": "succeeded",
             "stuck_then_succeeded": "succeeded",
@@ -61,6 +63,8 @@ class Plan:
             "contradiction": f"{self.second}/{self.when}",
             "delivery": "+".join(faults) or "clean",
             "outage": "outage" if self.outage_at_s is not None else "no_outage",
+            "late_refund": "late_refund" if self.late_refund_s is not None else "none",
+            "collision": "same_second" if self.collide else "none",
         }
 
 
@@ -96,7 +100,17 @@ def draw_plan(seed: int, index: int, *, drop_created_enabled: bool = False) -> P
     outage = rng.random() < 0.2
     outage_at_s = rng.uniform(0.0, 6.0) if outage else None
     outage_s = rng.uniform(0.0, 10.0) if outage else 0.0
-    drop_created = rng.random() < 0.15  # drawn last: the draws above stay what they were
+    drop_created = rng.random() < 0.15  # drawn after the others: they stay what they were
+    # Drawn last too. A rejection with nothing made is followed, in half of those worlds, by the
+    # refund made after all under the operation's key (after its FAILED; alone on its charge,
+    # its refund.created delivered). A fifth of the worlds collide within one second.
+    late = report == "rejected_nothing" and rng.random() < 0.5
+    late_refund_s = rng.uniform(0.5, 5.0) if late else None
+    if late:
+        second, when, drop_created = "none", "never", False
+    collide = rng.random() < 0.2
+    if collide and when == "before":
+        gap_s = 0.0
     return Plan(
         index=index,
         seed=f"{seed}:{index}",
@@ -116,4 +130,6 @@ def draw_plan(seed: int, index: int, *, drop_created_enabled: bool = False) -> P
         outage_at_s=outage_at_s,
         outage_s=outage_s,
         drop_created=drop_created and drop_created_enabled,
+        late_refund_s=late_refund_s,
+        collide=collide,
     )

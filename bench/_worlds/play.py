@@ -12,7 +12,15 @@ from collections.abc import Awaitable
 from dataclasses import asdict
 from typing import Any
 
-from bench._worlds.bounds import AMOUNT, CONTRACT, LOST_BOUND_S, OTHER_AMOUNT, SETTLE_S, STABLE_S
+from bench._worlds.bounds import (
+    AMOUNT,
+    CONTRACT,
+    LATE_REFUND_STATES,
+    LOST_BOUND_S,
+    OTHER_AMOUNT,
+    SETTLE_S,
+    STABLE_S,
+)
 from bench._worlds.harness import HarnessError, retrying
 from bench._worlds.judge import Judgement
 from bench._worlds.lanes import Lane
@@ -55,6 +63,7 @@ class Play(Judgement):
         self.tasks: list[asyncio.Task[None]] = []  # background actions, awaited before the end
         self.releaser: asyncio.Task[None] | None = None
         self.final_before_contradiction = False
+        self.late_refund_made: float | None = None  # when the late refund was made
         self.show_timeline = show_timeline  # --timelines: kept even when the world passes
 
     def _note(self, text: str) -> None:
@@ -103,7 +112,9 @@ class Play(Judgement):
         if status == "succeeded" and self.plan.outcome == "succeeded_then_failed":
 
             async def later() -> None:
-                await asyncio.sleep(SETTLE_S)
+                # A collision: the failure in the same second as the success (two
+                # refund.updated of one second that disagree on the status).
+                await asyncio.sleep(0.0 if self.plan.collide else SETTLE_S)
                 await self._control(f"refunds/{self.world.refund_id}/status", {"status": "failed"})
                 self._note("agent refund set failed")
 
@@ -144,6 +155,30 @@ class Play(Judgement):
             )
         await asyncio.sleep(self.plan.gap_s)
         await self._contradict()
+
+    async def _late_refund(self) -> None:
+        """The refund the agent reported as rejected is made after all, under the operation's
+        key, ``late_refund_s`` after the FAILED (or after waiting for one)."""
+        assert self.plan.late_refund_s is not None
+        seen = await self.watcher.until(lambda p: p.final, timeout_s=45 + self.plan.outage_s)
+        if seen is None or seen.state != "FAILED":
+            self.result.notes.append(
+                "late refund: no FAILED first"
+                + (f" ({seen.state} {seen.reason})" if seen else " (not final)")
+            )
+        await asyncio.sleep(self.plan.late_refund_s)
+        refund = await self._stripe_post(
+            "/v1/refunds",
+            {
+                "charge": self.world.charge,
+                "amount": AMOUNT,
+                "metadata[sandbox_outcome]": "succeeded",
+            },
+            headers={"Idempotency-Key": self.world.op_id},
+        )
+        self.world.refund_id = str(refund["id"])
+        self.late_refund_made = time.monotonic()
+        self._note(f"late refund {refund['id']} under the operation's key")
 
     async def _stuck_then_succeeded(self) -> None:
         await asyncio.sleep(self.plan.stuck_s)
@@ -249,6 +284,8 @@ class Play(Judgement):
         steps: list[Awaitable[None]] = []
         if plan.outcome == "stuck_then_succeeded" and plan.when != "around" and refund:
             steps.append(self._stuck_then_succeeded())
+        if plan.late_refund_s is not None:
+            steps.append(self._late_refund())
         if plan.when == "around":
             steps.append(self._around())
         elif plan.when == "before":
@@ -272,6 +309,8 @@ class Play(Judgement):
     def _expected(self) -> tuple[set[str], bool]:
         """Final states the planned truth allows, and whether a non-final PENDING is."""
         plan = self.plan
+        if plan.late_refund_s is not None:
+            return set(LATE_REFUND_STATES), False
         return allowed(plan.final_status, plan.second != "none", plan.drop_updated)
 
     async def _wait_end(self) -> None:

@@ -27,6 +27,11 @@ def summarize(
     late = [r for r in results if r.late is not None]
     waited = [r for r in late if r.waited_for_provider]
     supersede = [r.supersede_s for r in results if r.supersede_s is not None]
+    late_refunds = [r for r in results if r.classes.get("late_refund") == "late_refund"]
+    late_refunds_s = [
+        r.late_refund_supersede_s for r in late_refunds if r.late_refund_supersede_s is not None
+    ]
+    collisions = [r for r in results if r.classes.get("collision") == "same_second"]
     per_class: dict[str, Counter[str]] = {}
     for r in results:
         for axis, value in r.classes.items():
@@ -81,6 +86,19 @@ def summarize(
         ],
         "lost_operations": sum(bool(r.lost) for r in results),
         "wrong_retry_advice": sum(bool(r.wrong_retry) for r in results),
+        "late_refund_worlds": len(late_refunds),
+        "failed_with_retry_standing": sum(bool(r.failed_standing) for r in results),
+        "late_refund_supersede_s": {
+            "count": len(late_refunds_s),
+            "p50": _percentile(late_refunds_s, 50),
+            "max": max(late_refunds_s) if late_refunds_s else None,
+        },
+        "collision_worlds": len(collisions),
+        "collision_failures": sum(r.failed for r in collisions),
+        "collision_false_verified": sum(bool(r.false_verified) for r in collisions),
+        "collision_wrong_contradicted": sum(
+            bool(r.unexpected) and r.final_state == "CONTRADICTED" for r in collisions
+        ),
         "unexpected_verdicts": sum(bool(r.unexpected) for r in results),
         "harness_errors": sum(bool(r.harness_error) for r in results),
         "supersede_s": {
@@ -103,6 +121,7 @@ def summarize(
             "late_not_superseded": failures("late_failure"),
             "lost": failures("lost"),
             "wrong_retry": failures("wrong_retry"),
+            "failed_standing": failures("failed_standing"),
             "unexpected": failures("unexpected"),
             "harness_errors": [
                 {"world": r.index, "seed": r.seed, "op": r.op_id, "error": r.harness_error}
@@ -120,6 +139,7 @@ FAILING = (
     "waited_for_provider_failures",
     "lost_operations",
     "wrong_retry_advice",
+    "failed_with_retry_standing",
     "unexpected_verdicts",
     "harness_errors",
 )
@@ -162,6 +182,17 @@ def print_summary(summary: dict[str, Any]) -> None:
         )
     print(f"lost operations: {s['lost_operations']}")
     print(f"wrong retry advice: {s['wrong_retry_advice']}")
+    lr = s["late_refund_supersede_s"]
+    print(
+        f"rejections followed by a late refund: {s['late_refund_worlds']}, FAILED with a retry "
+        f"left standing: {s['failed_with_retry_standing']}, superseded in p50 {fmt(lr['p50'])} "
+        f"max {fmt(lr['max'])}"
+    )
+    print(
+        f"worlds colliding within one second: {s['collision_worlds']}, failed: "
+        f"{s['collision_failures']} (false VERIFIED {s['collision_false_verified']}, "
+        f"wrong CONTRADICTED {s['collision_wrong_contradicted']})"
+    )
     print(f"unexpected verdicts: {s['unexpected_verdicts']}")
     print(f"harness errors: {s['harness_errors']}")
     print(

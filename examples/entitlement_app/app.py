@@ -6,6 +6,11 @@
   paid for the session (read from the session's PaymentIntent, ``latest_charge``).
 - ``charge.refunded`` sets the seats to what the unrefunded amount pays for:
   ``floor((amount - amount_refunded) * seats_bought / amount)`` — 0 after a full refund.
+  The total is read back from Stripe (``GET /v1/charges/{id}``) when the event comes, not taken
+  from the event: deliveries come in any order and Stripe stamps whole seconds, so two refunds
+  made back to back send two ``charge.refunded`` of one second and neither arrival nor
+  ``created`` says which is newer; a refund that fails later lowers the total again. Of two
+  readbacks, the one begun last wins.
 - Each event id is applied once: a replayed delivery answers 200 and changes nothing.
 - ``IGNORE_REFUNDS=1`` (or ``ignore_refunds=True``) makes the app ignore refunds: the bug of
   seed 003, kept on purpose so a verifier can catch it.
@@ -52,10 +57,12 @@ class Grant:
 
 @dataclass
 class Ledger:
-    """Grants by charge id, the newest refunded amount seen per charge, applied event ids."""
+    """Grants by charge id, the refunded total of the newest readback per charge (with the
+    number of that readback), applied event ids."""
 
     grants: dict[str, Grant] = field(default_factory=dict)
-    refunded: dict[str, tuple[int, int]] = field(default_factory=dict)  # charge -> (created, amt)
+    refunded: dict[str, tuple[int, int]] = field(default_factory=dict)  # charge -> (read, amt)
+    reads: int = 0  # readbacks begun
     applied: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -88,10 +95,7 @@ def create_app(
 
     clients: dict[tuple[str, str | None], stripe.StripeClient] = {}
 
-    def charge_of_session(session: Any) -> str:
-        intent_id = session["payment_intent"]
-        if not intent_id:
-            raise HTTPException(422, "the checkout session has no payment")
+    def client() -> stripe.StripeClient:
         if not config.api_key:
             raise HTTPException(503, "STRIPE_API_KEY is not configured")
         key = (config.api_key, config.api_base)
@@ -101,8 +105,17 @@ def create_app(
                 base_addresses={"api": config.api_base} if config.api_base else None,
                 max_network_retries=2,
             )
-        intent = clients[key].v1.payment_intents.retrieve(intent_id)
+        return clients[key]
+
+    def charge_of_session(session: Any) -> str:
+        intent_id = session["payment_intent"]
+        if not intent_id:
+            raise HTTPException(422, "the checkout session has no payment")
+        intent = client().v1.payment_intents.retrieve(intent_id)
         return str(intent.latest_charge)
+
+    def refunded_total(charge_id: str) -> int:
+        return int(client().v1.charges.retrieve(charge_id).amount_refunded)
 
     @app.post("/webhooks/stripe")
     async def stripe_webhook(request: Request) -> Any:
@@ -133,13 +146,18 @@ def create_app(
                     )
                     ledger.recompute(charge_id)
                 ledger.applied.add(event.id)
-        elif event.type == "charge.refunded":
+        elif event.type == "charge.refunded" and not config.ignore_refunds:
+            charge_id = str(obj["id"])
             with ledger.lock:
-                if not config.ignore_refunds:
-                    seen = ledger.refunded.get(obj["id"])
-                    if seen is None or event.created >= seen[0]:
-                        ledger.refunded[obj["id"]] = (event.created, int(obj["amount_refunded"]))
-                    ledger.recompute(obj["id"])
+                ledger.reads += 1
+                read = ledger.reads
+            total = await run_in_threadpool(refunded_total, charge_id)
+            with ledger.lock:
+                if event.id in ledger.applied:
+                    return {"status": "already applied", "event": event.id}
+                if read > ledger.refunded.get(charge_id, (0, 0))[0]:
+                    ledger.refunded[charge_id] = (read, total)
+                ledger.recompute(charge_id)
                 ledger.applied.add(event.id)
         else:
             with ledger.lock:

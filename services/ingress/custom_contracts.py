@@ -20,7 +20,9 @@ Answers:
   ``<request>``, exactly what the CLI prints for the same document; also an ``http`` channel
   whose path is not among the paths its provider's skill declares (``readback.paths``): with
   the workspace's stored credentials a contract reads only what the skill says its contracts
-  read, never any GET of the provider;
+  read, never any GET of the provider; likewise a query parameter (or, for a parameter that
+  names a resource such as Stripe's ``expand[]``, a value) the skill does not declare for that
+  path (``readback.query``), named in the error;
 - 409 the id and version exist with other content (raise the version), or the id is a shipped
   contract's (a workspace contract cannot shadow the registry);
 - 403 the key is not an admin key of the workspace: contracts decide verdicts, so uploading one
@@ -54,6 +56,7 @@ from shared.core.contract import Contract, contract_hash
 from shared.core.lint.document import validate_contract
 from shared.core.lint.findings import LintError
 from shared.core.lint.skill import lint_readback_paths
+from shared.core.queries import QueryDeclaration
 from shared.core.storable import unstorable
 from shared.db.models import CustomContract
 from shared.trust.registry import RegistryError, get_registry
@@ -220,6 +223,7 @@ def _outside_declared_paths(contract: Contract) -> list[LintError]:
     except RegistryError as exc:
         raise ApiError(503, "unavailable", "the contract registry cannot be loaded") from exc
     declared: dict[str, tuple[str, ...] | None] = {}
+    queries: dict[str, QueryDeclaration | None] = {}
     for channel in contract.channels:
         if channel.http is None:
             continue
@@ -227,7 +231,8 @@ def _outside_declared_paths(contract: Contract) -> list[LintError]:
         skill = registry.skill(provider)
         readback = skill.manifest.readback if skill is not None else None
         declared[provider] = readback.paths if readback is not None else None
-    return lint_readback_paths(contract, declared, file=REQUEST_FILE)
+        queries[provider] = readback.query if readback is not None else None
+    return lint_readback_paths(contract, declared, file=REQUEST_FILE, queries=queries)
 
 
 def _lint(body: bytes, media_type: str) -> Contract:

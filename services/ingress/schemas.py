@@ -97,6 +97,13 @@ class RetryOut(_Out):
     action: str = Field(description="`never` or `allowed_as_new_operation`.")
     verification: str = Field(description="`yes` or `no`.")
     decided_by: str = Field(description="`runtime`, `person` or `agent`.")
+    stands_until: datetime | None = Field(
+        default=None,
+        description="With `allowed_as_new_operation`: the verdict is watched until then, and the "
+        "advice stands only while nothing contradicts it — evidence that the effect happened "
+        "after all, seen before then, supersedes the verdict (HUMAN_REVIEW, action `never`). "
+        "After it the advice is settled.",
+    )
 
 
 class SubjectOut(_Out):
@@ -165,8 +172,9 @@ class OperationOut(_Out):
     )
     watch_until: datetime | None = Field(
         default=None,
-        description="VERIFIED: late evidence is still watched for until then (a contradiction "
-        "supersedes the receipt); after it the verdict is settled.",
+        description="VERIFIED, or FAILED allowing a new operation: late evidence is still "
+        "watched for until then (a contradiction supersedes the receipt); after it the verdict "
+        "is settled.",
     )
     retry: RetryOut
     explanation: str | None = None

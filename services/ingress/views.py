@@ -27,10 +27,11 @@ from shared.core.context import correlation_keys
 from shared.core.contract import Contract
 from shared.core.retry import retry_guidance
 from shared.core.shown import shown_expected, shown_value
-from shared.core.types import OperationState, Verdict
+from shared.core.types import Verdict
 from shared.db.models import Event, Observation, Operation, OperationEvent, Receipt, Transition
 from shared.lifecycle.contracts import ContractNotFound, contract_for
 from shared.lifecycle.operations import facts_for
+from shared.lifecycle.watch import WATCHED_STATES
 from shared.trust.registry import RegistryError
 
 __all__ = ["operation_view", "receipt_url", "timeline_view"]
@@ -153,6 +154,7 @@ def operation_view(session: Session, op: Operation, *, listed: bool = False) -> 
     decision: dict[str, Any] = op.decision or {}
     verdict = op.verdict or Verdict.PENDING.value
     guidance = retry_guidance(verdict, op.reason, op.state)
+    watched = op.watch_until if op.state in WATCHED_STATES else None
     review = _review(op)
     claim = claim_for(
         state=op.state,
@@ -182,11 +184,12 @@ def operation_view(session: Session, op: Operation, *, listed: bool = False) -> 
         completion_level=claim.completion_level,
         claim=claim.statement,
         safe_to_claim_complete=claim.safe_to_claim_complete,
-        watch_until=op.watch_until if op.state == OperationState.VERIFIED else None,
+        watch_until=watched,
         retry=RetryOut(
             action=guidance.action,
             verification=guidance.verification,
             decided_by=guidance.decided_by,
+            stands_until=watched if guidance.action == "allowed_as_new_operation" else None,
         ),
         explanation=explanation if isinstance(explanation, str) else None,
         created_at=op.created_at,

@@ -1,15 +1,38 @@
 """What one http channel of an operation reads: its path and query, filled from the operation's
-facts, and the provider whose connection reads it."""
+facts, and the provider whose connection reads it.
+
+A query parameter (or value) the provider's skill does not declare for the path
+(``readback.query``, ``shared.core.queries``) is never sent: the job carries ``refused`` and
+the reading is an ``error`` (``query_not_declared: …``). Lint refuses such a workspace contract
+when it is uploaded; this catches one stored before the declaration existed.
+
+A workspace contract's reading keeps only what its conditions read (``keep``,
+``shared.core.kept``): :func:`kept_reading` trims the value, and the stored bytes and digest are
+those of what is kept.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from shared.core.contract import Channel, Contract
+from shared.core.contract import Channel, Contract, canonical_json
 from shared.core.expressions import EvaluationContext
+from shared.core.kept import keep_read
+from shared.core.queries import undeclared_query
+from shared.core.skill import ReadbackSpec
 from shared.core.templates import fill_path_template, fill_query
+from shared.core.types import ObservationStatus
+from shared.evidence.readings import Reading, digest_of
+from shared.trust.registry import get_registry
 
-__all__ = ["HttpJob", "http_job"]
+__all__ = ["HttpJob", "declared_readback", "http_job", "kept_reading"]
+
+
+def declared_readback(channel: Channel, contract: Contract) -> ReadbackSpec | None:
+    """The readback declaration of the skill of ``channel``'s provider (None without one)."""
+    skill = get_registry().skill(channel.provider_of(contract))
+    return skill.manifest.readback if skill is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,17 +42,47 @@ class HttpJob:
     provider: str = ""  # the channel's provider, whose connection the readback uses
     query: str | None = ""  # the filled, encoded query string; None when a value is unknown
     max_pages: int | None = None  # a paged list (``paginate``): read every page, at most this
+    refused: str | None = None  # why the readback is not sent (an undeclared query)
+    keep: frozenset[tuple[str, ...]] | None = None  # the paths a reading keeps; None: all
 
 
-def http_job(channel: Channel, contract: Contract, context: EvaluationContext) -> HttpJob:
-    """What one http channel reads for this operation: its path and query filled."""
+def http_job(
+    channel: Channel,
+    contract: Contract,
+    context: EvaluationContext,
+    *,
+    readback: ReadbackSpec | None = None,
+    keep: frozenset[tuple[str, ...]] | None = None,
+) -> HttpJob:
+    """What one http channel reads for this operation: its path and query filled.
+
+    ``readback`` is the provider's skill declaration; a query it does not allow is refused.
+    A skill that declares no readback paths is not checked (it loads its own signed contracts
+    as before, and no workspace contract can read its provider)."""
     http = channel.http
+    provider = channel.provider_of(contract)
     if http is None:
-        return HttpJob(channel.name, None, channel.provider_of(contract))
+        return HttpJob(channel.name, None, provider)
+    undeclared = (
+        undeclared_query(http.path, http.query, paths=readback.paths, declared=readback.query)
+        if readback is not None and readback.paths is not None
+        else []
+    )
     return HttpJob(
         channel.name,
         fill_path_template(http.path, context),
-        channel.provider_of(contract),
+        provider,
         query=fill_query(http.query, context),
         max_pages=http.paginate.max_pages if http.paginate is not None else None,
+        refused=f"query_not_declared: {'; '.join(undeclared)}" if undeclared else None,
+        keep=keep,
     )
+
+
+def kept_reading(job: HttpJob, reading: Reading) -> Reading:
+    """``reading`` with only ``job.keep`` of its value (bytes and digest of what is kept)."""
+    if job.keep is None or reading.status is not ObservationStatus.OK:
+        return reading
+    value = keep_read(reading.value, job.keep)
+    raw = canonical_json(value)
+    return dataclasses.replace(reading, value=value, raw=raw, digest=digest_of(raw))

@@ -43,7 +43,7 @@ from sqlalchemy.orm import Session
 
 from services.observer.connections import Readback, readback_of
 from services.observer.http_verifier import read_http, read_http_list
-from services.observer.jobs import HttpJob, http_job
+from services.observer.jobs import HttpJob, declared_readback, http_job, kept_reading
 from services.observer.statements import (
     COUNT_ATTEMPT,
     EXISTS,
@@ -54,6 +54,7 @@ from services.observer.statements import (
     operation_of,
 )
 from shared.core.context import build_context
+from shared.core.kept import read_paths
 from shared.core.types import ObservationStatus, OperationState
 from shared.db.models import Operation
 from shared.db.session import get_engine, read_connection, session_scope
@@ -62,7 +63,13 @@ from shared.evidence.webhooks import read_webhook
 from shared.lifecycle.contract_cache import cached_contract_for
 from shared.lifecycle.late_evidence import needs_recheck
 from shared.lifecycle.operations import change_state, facts_for
-from shared.lifecycle.scheduling import OBSERVABLE_STATES, OBSERVE_LEAD_S, claim_reading
+from shared.lifecycle.scheduling import (
+    OBSERVABLE_STATES,
+    OBSERVE_LEAD_S,
+    SLOT_TOLERANCE,
+    claim_reading,
+    counts_as_slot,
+)
 from shared.runtime.logs import bind_operation
 from shared.runtime.ratelimit import RateLimiter, bucket_for
 from shared.runtime.settings import Settings, get_settings
@@ -132,7 +139,9 @@ class Observer:
         readings: list[Reading] = []
         for job in jobs:
             readback = readbacks.get(job.provider, "no_connection")
-            if job.path is None:
+            if job.refused is not None:
+                readings.append(self._failed(job.channel, job.refused))
+            elif job.path is None:
                 readings.append(self._failed(job.channel, "path_unresolved"))
             elif job.query is None:
                 readings.append(self._failed(job.channel, "query_unresolved"))
@@ -146,7 +155,7 @@ class Observer:
                         return ObserveOutcome.RATE_LIMITED
                     if wait > 0:
                         self.sleep(wait)
-                readings.append(self._read(job, job.path, job.query, readback))
+                readings.append(kept_reading(job, self._read(job, job.path, job.query, readback)))
         try:
             outcome = self._store(operation_id, fence, readings)
         except IntegrityError:
@@ -262,8 +271,16 @@ class Observer:
             # A session only for a contract the process has not loaded yet.
             contract = cached_contract_for(Session(bind=connection), op)
         context = build_context(contract, facts_for(op))
+        # A workspace contract's readings keep only what its conditions read.
+        kept = read_paths(contract) if op.custom_contract_id is not None else None
         jobs = [
-            http_job(channel, contract, context)
+            http_job(
+                channel,
+                contract,
+                context,
+                readback=declared_readback(channel, contract),
+                keep=kept.get(channel.name, frozenset()) if kept is not None else None,
+            )
             for channel in contract.channels
             if channel.verifier == "http"
         ]
@@ -285,13 +302,18 @@ class Observer:
 
     def _store(self, operation_id: str, fence: int, readings: list[Reading]) -> ObserveOutcome:
         with session_scope(self.engine) as session:
-            row = session.execute(COUNT_ATTEMPT, {"operation_id": operation_id}).first()
+            read_at = self.clock()
+            row = session.execute(
+                COUNT_ATTEMPT,
+                {"operation_id": operation_id, "read_before": read_at + SLOT_TOLERANCE},
+            ).first()
             if row is None:
                 # Nothing was written: the operation is gone, or closed since it was read.
                 found = session.execute(EXISTS, {"operation_id": operation_id}).first()
                 return ObserveOutcome.CLOSED if found is not None else ObserveOutcome.MISSING
             op = operation_of(row)
-            op.attempts -= 1  # the facts as they were before this observation counted
+            if counts_as_slot(op.slot_at, read_at):
+                op.attempts -= 1  # the facts as they were before this observation counted
             contract = cached_contract_for(session, op)
             context = build_context(contract, facts_for(op))
             for channel in contract.channels:

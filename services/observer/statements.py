@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, exists, insert, or_, select, update
+from sqlalchemy import Table, and_, bindparam, case, exists, insert, or_, select, update
 
-from shared.core.types import OperationState
 from shared.db.models import Connection, Observation, Operation
 from shared.evidence.readings import Reading
 from shared.lifecycle.scheduling import OBSERVABLE_STATES
+from shared.lifecycle.watch import WATCHED_STATES
 
 __all__ = [
     "COUNT_ATTEMPT",
@@ -51,6 +51,7 @@ _OP_COLUMNS = tuple(
         "learned_keys",
         "deadline",
         "attempts",
+        "slot_at",
     )
 )
 _CONNECTION_COLUMNS = tuple(
@@ -84,7 +85,7 @@ PREPARE = (
 )
 
 # Counts the observation and loads the operation in one statement, only while it may be
-# observed: open and in an observable state, or VERIFIED with a recheck scheduled
+# observed: open and in an observable state, or watched (VERIFIED, FAILED) with a recheck scheduled
 # (``needs_recheck``). The row stays locked until the observations are stored.
 COUNT_ATTEMPT = (
     update(_OPS)
@@ -94,12 +95,26 @@ COUNT_ATTEMPT = (
             and_(_OPS.c.final.is_(False), _OPS.c.state.in_(OBSERVABLE_STATES)),
             and_(
                 _OPS.c.final.is_(True),
-                _OPS.c.state == OperationState.VERIFIED.value,
+                _OPS.c.state.in_(WATCHED_STATES),
                 _OPS.c.next_observation_at.is_not(None),
             ),
         ),
     )
-    .values(attempts=_OPS.c.attempts + 1)
+    # Only a reading of the schedule's slot counts; one a wake brought forward is extra
+    # (``shared.lifecycle.scheduling.counts_as_slot``; ``read_before`` = now + tolerance).
+    .values(
+        attempts=_OPS.c.attempts
+        + case(
+            (
+                or_(
+                    _OPS.c.slot_at.is_(None),
+                    _OPS.c.slot_at <= bindparam("read_before", type_=_OPS.c.slot_at.type),
+                ),
+                1,
+            ),
+            else_=0,
+        )
+    )
     .returning(*_OP_COLUMNS)
 )
 EXISTS = select(_OPS.c.id).where(_OPS.c.id == bindparam("operation_id"))

@@ -11,6 +11,9 @@ Scheduling rules (numbers from the contract's ``timing``):
 - observation ``n = attempts + 1`` waits ``next_observation_delay(timing, n)`` (plus jitter
   that only lengthens, from the settings) counted from the latest observation of the fence, so
   the recorded observation times follow the formula;
+- a wake's reading before the schedule's slot (``operations.slot_at``) is extra: it does not
+  count in ``attempts`` and the next observation is due at that slot again, so wakes never
+  advance the backoff;
 - past ``max_attempts`` no poll is scheduled: the operation stays open for callbacks (wakes)
   and for the deadline, which the sweeper applies; when the deadline is near enough for the
   broker to hold a countdown, an ``evaluate`` is also sent for that moment.
@@ -41,7 +44,6 @@ from shared.core.types import (
     Observation,
     ObservationStatus,
     OperationState,
-    Verdict,
 )
 from shared.db.models import Observation as ObservationRow
 from shared.db.models import Operation
@@ -51,8 +53,8 @@ from shared.evidence.webhooks import evidence_keys
 from shared.lifecycle.contract_cache import cached_contract_for
 from shared.lifecycle.late_evidence import needs_recheck, recheck_verified
 from shared.lifecycle.operations import change_state, facts_for
-from shared.lifecycle.scheduling import ScheduleConflict, schedule_observation
-from shared.lifecycle.watch import start_watch, watch_until
+from shared.lifecycle.scheduling import ScheduleConflict, counts_as_slot, schedule_observation
+from shared.lifecycle.watch import start_watch, watch_until, watched_after
 from shared.runtime.settings import Settings
 
 __all__ = [
@@ -198,11 +200,11 @@ def evaluate_in_session(
     if op.deadline is None:
         changes["deadline"] = deadline
     plan = Plan()
-    verified = decision.final and decision.verdict is Verdict.VERIFIED
+    watched = watched_after(decision, state_after(decision))
     if decision.final:
         changes["next_observation_at"] = None
         changes["enqueued_at"] = None
-    watched_until = watch_until(contract, now) if verified else None
+    watched_until = watch_until(contract, now) if watched else None
     if watched_until is not None:
         changes["watch_until"] = watched_until
     else:
@@ -269,6 +271,13 @@ def _schedule_next(
     if observed_at is None:
         # An observation of the current fence is still pending; it will evaluate again.
         return Plan(evaluate_countdown_s=evaluate_at)
+    slot = op.slot_at
+    if slot is not None and not counts_as_slot(slot, observed_at):
+        # A wake's reading, before the schedule's slot: it was extra, and the slot stays.
+        plan = _schedule(session, op, slot=slot, observed_at=observed_at, now=now)
+        if slot > deadline:  # no reading after the deadline: the deadline itself decides
+            return Plan(plan.observe_fence, plan.observe_countdown_s, evaluate_at)
+        return plan
     delay = next_observation_delay(timing, op.attempts + 1)
     if delay is None:
         # Polling is over: open for callbacks until the deadline, which the sweeper applies.
@@ -295,6 +304,18 @@ def _schedule_next(
             evaluate_countdown_s=evaluate_at,
         )
     return Plan(observe_fence=fence, observe_countdown_s=max(0.0, (due - now).total_seconds()))
+
+
+def _schedule(
+    session: Session, op: Operation, *, slot: datetime, observed_at: datetime, now: datetime
+) -> Plan:
+    """The next observation at the schedule's ``slot`` again (after a woken reading)."""
+    delay = max(0, (slot - observed_at) // timedelta(milliseconds=1))
+    try:
+        fence = schedule_observation(session, op, delay_ms=delay, now=observed_at)
+    except ScheduleConflict as exc:
+        raise LostRace(op.id) from exc
+    return Plan(observe_fence=fence, observe_countdown_s=max(0.0, (slot - now).total_seconds()))
 
 
 def _record_verdict(decision: Decision) -> None:

@@ -41,7 +41,7 @@ from shared.db.session import get_engine, is_postgres, session_scope
 from shared.intake.correlator import correlate_pending
 from shared.lifecycle.operations import change_state
 from shared.lifecycle.scheduling import OBSERVABLE_STATES, dispatch_observe
-from shared.lifecycle.watch import end_expired_watches
+from shared.lifecycle.watch import WATCHED_STATES, end_expired_watches
 from shared.runtime.settings import Settings, get_settings
 
 __all__ = ["ACTION_NOT_REPORTED", "SweepReport", "Sweeper", "run_forever", "sweep_once"]
@@ -126,9 +126,9 @@ class Sweeper:
             .where(
                 or_(
                     and_(Operation.final.is_(False), Operation.state.in_(OBSERVABLE_STATES)),
-                    # A recheck of a watched VERIFIED operation (shared.lifecycle.watch,
-                    # shared.lifecycle.receipts).
-                    Operation.state == OperationState.VERIFIED.value,
+                    # A recheck of a watched VERIFIED or FAILED operation
+                    # (shared.lifecycle.watch, shared.lifecycle.late_evidence).
+                    Operation.state.in_(WATCHED_STATES),
                 ),
                 Operation.next_observation_at.is_not(None),
                 or_(

@@ -18,6 +18,7 @@ Modules:
 - ``events``        the webhook channel's reduction of stored provider events
 - ``schedule``      the wait before each observation, and jitter
 - ``paths``         readback paths: dot segments, paths inside a skill's declared paths
+- ``queries``       readback queries: the parameters a skill lets each readback path take
 - ``shown``         what of an observed value a caller is shown (scalars; shapes of the rest)
 - ``state_machine`` the operation lifecycle as an explicit transition table
 - ``retry``         the frozen retry table

@@ -17,9 +17,17 @@ Steps, each independent of arrival order (deduplication, step 3, runs first):
 4. set aside events whose API version (``EventRecord.api_version``, else the body's
    ``api_version``) is not one of the contract's provider API versions: they are counted in
    ``unsupported`` and nothing reads them (an empty version list accepts every version);
-5. order by ``(provider timestamp, event id)``. Providers stamp whole seconds, so several
-   events often share a timestamp; the event id breaks the tie. The tie-break is arbitrary
-   but stable: it never depends on when or in which order the deliveries arrived.
+5. order by ``(provider timestamp, event id)`` for ``events``. Providers stamp whole seconds,
+   so several events often share a timestamp; the event id places them in the list, stably
+   and never by arrival, but it says nothing about which came first.
+6. ``latest`` and ``earliest`` are not chosen inside a second: they are the body of the one
+   event of the latest (earliest) whole second, or, when several events share that second,
+   their *agreement* — every field on which they all agree keeps its value, every field on
+   which they disagree (a different value, a different type, present in some and absent in
+   others) becomes ``{"$unknown": "tied"}`` (``shared.core.expressions.UNKNOWN_MARK``), which
+   a condition reads as unknown. So ``latest.data.object.status`` is known when the tied
+   events share it and unknown when one says ``succeeded`` and another ``failed``; no order of
+   the deliveries, and no event id, can change the answer.
 
 ``duplicates_dropped`` counts, for the events the channel keeps, the repeated records of the
 same event id in the input plus their ``duplicates`` counters (deliveries the intake already
@@ -35,7 +43,13 @@ from typing import Any, Final
 
 from shared.core import ChannelError
 from shared.core.contract import Channel, MatchRule
-from shared.core.expressions import EvaluationContext, Expression, Operand, compile_operand
+from shared.core.expressions import (
+    UNKNOWN_MARK,
+    EvaluationContext,
+    Expression,
+    Operand,
+    compile_operand,
+)
 from shared.core.expressions import compile_expression as _compile
 from shared.core.operators import evaluate
 from shared.core.types import EventRecord
@@ -122,12 +136,56 @@ def reduce_events(
     return {
         "events": bodies,
         "count": len(bodies),
-        "latest": bodies[-1] if bodies else None,
-        "earliest": bodies[0] if bodies else None,
+        "latest": _agreement(_same_second(reversed(ordered))),
+        "earliest": _agreement(_same_second(ordered)),
         "types": sorted({event.type for event in ordered}),
         "duplicates_dropped": repeated + sum(event.duplicates for event in ordered),
         "unsupported": unsupported,
     }
+
+
+def _same_second(ordered: Iterable[EventRecord]) -> list[Any]:
+    """The bodies of the first events of ``ordered`` that share its first event's whole
+    second (empty when there are no events)."""
+    bodies: list[Any] = []
+    second: int | None = None
+    for event in ordered:
+        stamp = _whole_second(event.provider_timestamp)
+        if second is not None and stamp != second:
+            break
+        second = stamp
+        bodies.append(event.body)
+    return bodies
+
+
+def _agreement(bodies: Sequence[Any]) -> Any:
+    """What tied event bodies agree on (step 6); the body itself when there is one."""
+    if not bodies:
+        return None
+    if len(bodies) == 1:
+        return bodies[0]
+    return _agree(bodies)
+
+
+def _agree(values: Sequence[Any]) -> Any:
+    first = values[0]
+    if all(type(value) is dict for value in values):
+        keys = sorted(set().union(*values))
+        return {
+            key: _agree([value[key] for value in values])
+            if all(key in value for value in values)
+            else _tied()
+            for key in keys
+        }
+    if all(type(value) is list for value in values) and len({len(v) for v in values}) == 1:
+        return [_agree(items) for items in zip(*values, strict=True)]
+    if all(type(value) is type(first) and value == first for value in values):
+        return first
+    return _tied()
+
+
+def _tied() -> dict[str, str]:
+    return {UNKNOWN_MARK: "tied"}
 
 
 def _order_key(event: EventRecord) -> tuple[datetime, str]:

@@ -15,6 +15,12 @@ walks through a non-container or names a root the context does not know resolves
 Operands that are not expressions (strings not starting with ``$``, numbers, lists…) are
 literals and pass through unchanged; a list may mix literals and expressions.
 
+Inside an observation a JSON object whose one key is ``"$unknown"`` (:data:`UNKNOWN_MARK`) stands
+for a value the reading does not know — the webhook reduction writes it where events stamped in
+the same second disagree (``shared.core.events``). ``$observed`` paths that reach it, or go
+through it, resolve to ``UNKNOWN``. Only observations carry it: the other roots hold what the
+agent declared or reported, which must not be able to make a provider's value unknown.
+
 ``shared.core.templates`` fills an http readback's path and query from these expressions.
 """
 
@@ -32,6 +38,7 @@ from shared.core import ExpressionError
 __all__ = [
     "ROOTS",
     "UNKNOWN",
+    "UNKNOWN_MARK",
     "EvaluationContext",
     "Expression",
     "ListOperand",
@@ -55,6 +62,10 @@ class Unknown(Enum):
 
 
 UNKNOWN: Final = Unknown.UNKNOWN
+
+UNKNOWN_MARK: Final = "$unknown"
+"""The key of the JSON object that stands for an unknown value inside an observation; its value
+says why (``"tied"``: events of the same second disagree)."""
 
 ROOTS: Final = ("input", "action", "operation", "correlation", "observed", "event")
 _OPERATION_FIELDS: Final = ("id", "created_at")
@@ -131,6 +142,30 @@ def _walk(doc: Any, parts: tuple[str, ...], missing: Any) -> Any:
     return doc
 
 
+def _is_mark(doc: Any) -> bool:
+    return type(doc) is dict and len(doc) == 1 and UNKNOWN_MARK in doc
+
+
+def _walk_observed(doc: Any, parts: tuple[str, ...], missing: Any) -> Any:
+    """:func:`_walk` over an observation: a marked value (:data:`UNKNOWN_MARK`) on the way or
+    at the end is ``UNKNOWN``."""
+    for part in parts:
+        if type(doc) is dict or isinstance(doc, Mapping):
+            if _is_mark(doc):
+                return UNKNOWN
+            doc = doc.get(part, _MISSING)
+            if doc is _MISSING:
+                return missing
+        elif isinstance(doc, list | tuple) and part.isdigit():
+            index = int(part)
+            if index >= len(doc):
+                return missing
+            doc = doc[index]
+        else:
+            return missing
+    return UNKNOWN if _is_mark(doc) else doc
+
+
 class Expression:
     """A compiled ``$root.a.b`` expression (this base class resolves ``$event``; each other
     root has its own subclass).
@@ -171,10 +206,7 @@ class _Observed(Expression):
         doc = context.observed.get(self.head, _MISSING)  # type: ignore[arg-type]
         if doc is _MISSING:
             return UNKNOWN
-        parts = self.parts
-        if len(parts) == 1 and type(doc) is dict:
-            return doc.get(parts[0], missing)
-        return _walk(doc, parts, missing)
+        return _walk_observed(doc, self.parts, missing)
 
 
 class _Input(Expression):

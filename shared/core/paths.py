@@ -12,7 +12,9 @@ A skill declares the paths its contracts may read (``readback.paths`` in ``skill
 templates whose ``{name}`` segments stand for one segment each: ``/v1/refunds/{id}``. A
 contract's path template is inside them when, without its query, it has as many segments as
 one of them and each segment is equal, or is a placeholder where the skill's has one. The query
-(after ``?``) is not compared: it narrows a read, it cannot name another resource.
+(after ``?``) is not compared here: a skill declares which parameters each path may take
+(``shared.core.queries``), since a parameter such as Stripe's ``expand[]`` can name another
+resource.
 
 Pure: no I/O here.
 """
@@ -27,6 +29,7 @@ __all__ = [
     "DOT_SEGMENTS",
     "dot_segments",
     "is_dot_segment",
+    "matching_template",
     "path_segments",
     "template_within",
 ]
@@ -71,11 +74,17 @@ def template_within(template: str, allowed: Iterable[str]) -> bool:
     ``{$expr}`` placeholder, or a literal, which is one value of it); any other skill segment
     must be equal to the contract's.
     """
+    return matching_template(template, allowed) is not None
+
+
+def matching_template(template: str, allowed: Iterable[str]) -> str | None:
+    """The first of the ``allowed`` skill paths that the contract path ``template`` is inside
+    (see :func:`template_within`), None when there is none."""
     mine = path_segments(template)
     for candidate in allowed:
         theirs = path_segments(candidate)
         if len(theirs) != len(mine):
             continue
         if all(a == b or _placeholder(b) for a, b in zip(mine, theirs, strict=True)):
-            return True
-    return False
+            return candidate
+    return None

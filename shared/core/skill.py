@@ -3,7 +3,8 @@
 A skill is a signed provider package. Its manifest (``skill.yaml``) names the provider, the
 skill version and certification, the webhook signature scheme, how readbacks authenticate,
 where an event keeps its id, type, timestamp, api version and object, which action errors are
-definite rejections, which provider paths its contracts may read (``readback.paths``), and the
+definite rejections, which provider paths its contracts may read (``readback.paths``) and which
+query parameters each of them may take (``readback.query``, ``shared.core.queries``), and the
 contract files it ships with the sha256 of each file's bytes.
 
 The signature (see ``shared.trust.skills``) covers :func:`manifest_signing_payload`, so changing a
@@ -24,6 +25,7 @@ from pydantic import (
     StrictStr,
     field_validator,
     model_serializer,
+    model_validator,
 )
 
 from shared.core.contract import canonical_json
@@ -63,14 +65,27 @@ class ReadbackSpec(_Model):
     paths the skill's contracts — and workspace contracts on its provider — may read.
 
     ``paths`` are templates whose ``{name}`` segments stand for one segment each
-    (``/v1/refunds/{id}``), without a query; see ``shared.core.paths.template_within``. Fields
-    left unset are left out of the manifest's signed document, so a manifest signed before they
-    existed keeps its signature.
+    (``/v1/refunds/{id}``), without a query; see ``shared.core.paths.template_within``.
+    ``query`` maps some of those paths to the query parameters they may take, each ``any`` or
+    a list of the literal values it may take (``shared.core.queries``); a path it does not
+    name takes no query. Fields left unset are left out of the manifest's signed document, so
+    a manifest signed before they existed keeps its signature.
     """
 
     auth: Literal["bearer", "basic", "header", "none"] | None = None
     rate_limit_per_second: float | None = Field(default=None, gt=0)
     paths: tuple[StrictStr, ...] | None = None
+    query: dict[StrictStr, dict[StrictStr, Literal["any"] | tuple[StrictStr, ...]]] | None = None
+
+    @model_validator(mode="after")
+    def _query_paths(self) -> ReadbackSpec:
+        for path, parameters in (self.query or {}).items():
+            if path not in (self.paths or ()):
+                raise ValueError(f"query: {path!r} is not one of the readback paths")
+            for name, values in parameters.items():
+                if not isinstance(values, str) and not values:
+                    raise ValueError(f"query: {path} {name!r} lists no value (use any)")
+        return self
 
     @field_validator("paths")
     @classmethod

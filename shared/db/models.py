@@ -203,6 +203,8 @@ class Operation(Base):
     next_observation_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     enqueued_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     reading_fence: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The due time of the schedule's next slot; a wake leaves it (migration 0009).
+    slot_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     deadline: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     # VERIFIED: watched for late evidence until then (migration 0008); rechecks that could
     # not read yet, for their backoff.

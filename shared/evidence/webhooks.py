@@ -190,10 +190,10 @@ def read_webhook(
         api_versions=contract.provider_api_versions,
     )
     raw = canonical_json(value)
-    latest = value.get("latest")
+    bodies = value.get("events") or []
     provider_timestamp = None
-    if latest is not None:
-        kept = [e for e in events if e.body is latest]
+    if bodies:  # the latest event's timestamp (``latest`` may be what tied events agree on)
+        kept = [e for e in events if e.body is bodies[-1]]
         provider_timestamp = kept[0].provider_timestamp if kept else None
     return Reading(
         channel=channel.name,

@@ -13,6 +13,13 @@ overdue observation.
 gets a new decision: evidence that contradicts it, and is newer than the evidence that verified
 it, moves the operation to HUMAN_REVIEW (cause ``late_contradiction``) and that transition
 issues the superseding receipt (``shared.lifecycle.receipts``).
+
+A watched FAILED operation (one whose verdict allowed the action again, ``shared.lifecycle.watch``)
+is rechecked the same way. Its advice stands only while nothing contradicts it: a recheck that
+reads and no longer decides FAILED (a refund listed or announced under its idempotency key, a
+readback that shows it succeeded) is evidence that the effect may have happened, and moves it to
+HUMAN_REVIEW ``late_contradiction`` with a superseding receipt — the retry guidance becomes
+``never``.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from shared.core.types import Decision, OperationState, Verdict
 from shared.lifecycle.operations import change_state
 from shared.lifecycle.receipt_evidence import as_utc, parse_time
 from shared.lifecycle.receipts import current_receipt, issue_receipt
+from shared.lifecycle.watch import WATCHED_STATES
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -46,6 +54,26 @@ LATE_CONTRADICTION = "late_contradiction"
 LATE_CONTRADICTION_CLASS = "late contradicting evidence"
 
 _CONTRADICTING = frozenset({Verdict.FAILED, Verdict.CONTRADICTED})
+_UNREAD = frozenset({"unavailable", "error"})
+
+
+def _could_not_read(operation: Operation, decision: Decision) -> bool:
+    """Whether a channel of the recheck could not be read, so that the recheck is tried again:
+    ``unavailable`` or ``error`` after VERIFIED; only ``unavailable`` (transient) after FAILED,
+    whose readbacks may never resolve (a rejected action's refund has no id to read)."""
+    unread = _UNREAD if operation.state == OperationState.VERIFIED else {"unavailable"}
+    return any(e.status in unread for e in decision.evidence)
+
+
+def _contradicts(operation: Operation, decision: Decision) -> bool:
+    """Whether ``decision`` contradicts the operation's watched final verdict: a final FAILED or
+    CONTRADICTED against a VERIFIED; against a FAILED, any answer but FAILED made while every
+    channel could be read (a provider outage proves nothing; that recheck is tried again)."""
+    if operation.state == OperationState.VERIFIED and operation.verdict == Verdict.VERIFIED:
+        return decision.final and decision.verdict in _CONTRADICTING
+    if operation.state == OperationState.FAILED and operation.verdict == Verdict.FAILED:
+        return decision.verdict is not Verdict.FAILED and not _could_not_read(operation, decision)
+    return False
 
 
 def _latest(times: Sequence[datetime | None]) -> datetime | None:
@@ -114,7 +142,9 @@ def check_late_evidence(
 ) -> tuple[CheckOutcome, Receipt | None]:
     """Handle a new decision for an operation that is already final.
 
-    Only a VERIFIED operation can be contradicted late. When ``decision`` (the engine's answer
+    Only a watched operation can be contradicted late: a VERIFIED one as described here, a
+    FAILED one by any decision that is not FAILED (:func:`_contradicts`), with the same
+    transition. When ``decision`` (the engine's answer
     over the evidence now stored) is a final FAILED or CONTRADICTED, and that evidence is newer
     than the evidence behind the current receipt, the operation goes VERIFIED → HUMAN_REVIEW
     with verdict CONTRADICTED, reason ``late_contradiction``; the transition records the
@@ -122,9 +152,7 @@ def check_late_evidence(
     stays valid for its ``valid_as_of``). Runs in the caller's transaction; returns the outcome
     and the new receipt when one was issued.
     """
-    if operation.state != OperationState.VERIFIED or operation.verdict != Verdict.VERIFIED:
-        return CheckOutcome.NOT_APPLICABLE, None
-    if not decision.final or decision.verdict not in _CONTRADICTING:
+    if not _contradicts(operation, decision):
         return CheckOutcome.NOT_APPLICABLE, None
     previous = current_receipt(session, operation.id)
     if previous is not None and not _is_newer(decision, previous.body):
@@ -169,13 +197,12 @@ def check_late_evidence(
 # reads or the watch ends; the sweeper re-sends a recheck whose message was lost, as it does
 # for any overdue observation.
 
-_UNREAD = frozenset({"unavailable", "error"})
-
 
 def needs_recheck(operation: Operation) -> bool:
-    """A VERIFIED operation with an observation scheduled: a late event asked for a recheck."""
+    """A watched (VERIFIED or FAILED) operation with an observation scheduled: a late event
+    asked for a recheck."""
     return (
-        operation.state == OperationState.VERIFIED
+        operation.state in WATCHED_STATES
         and operation.final
         and operation.next_observation_at is not None
     )
@@ -199,7 +226,7 @@ def _retry_recheck(session: Session, operation: Operation, timing: Any, now: dat
         .where(
             OperationRow.id == operation.id,
             OperationRow.fence == operation.fence,
-            OperationRow.state == OperationState.VERIFIED.value,
+            OperationRow.state.in_(WATCHED_STATES),
         )
         .values(
             fence=OperationRow.fence + 1, next_observation_at=due, enqueued_at=now, rechecks=tries
@@ -262,7 +289,7 @@ def recheck_verified(
     outcome, receipt = check_late_evidence(session, operation, decision, now=now, settings=settings)
     if outcome is CheckOutcome.FLAGGED:
         return outcome, receipt
-    if any(e.status in _UNREAD for e in decision.evidence) and _retry_recheck(
+    if _could_not_read(operation, decision) and _retry_recheck(
         session, operation, contract.timing, now
     ):
         return CheckOutcome.UNREAD, None

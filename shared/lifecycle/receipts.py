@@ -41,6 +41,7 @@ from shared.lifecycle.receipt_evidence import (
 )
 from shared.lifecycle.receipt_keyring import sign_payload
 from shared.lifecycle.receipt_keys import active_signing_key
+from shared.lifecycle.watch import WATCHED_STATES
 
 if TYPE_CHECKING:
     from sqlalchemy import Table
@@ -202,7 +203,7 @@ def issue_receipt(
         claimable=operation.state != OperationState.HUMAN_REVIEW,
         watch_until=(
             as_utc(operation.watch_until)
-            if operation.watch_until is not None and operation.state == OperationState.VERIFIED
+            if operation.watch_until is not None and operation.state in WATCHED_STATES
             else None
         ),
     )

@@ -7,6 +7,10 @@ is stale and dropped, and the observation of a fence is stored once (unique oper
 channel), so a message delivered twice, a wake and a sweeper re-send never make two readings of
 one fence.
 
+``slot_at`` is the due time of the schedule's slot: :func:`schedule_observation` writes it with
+``next_observation_at``, a wake leaves it, so a woken reading is an extra one and the schedule's
+next slot stays (:func:`counts_as_slot`; ``services.verdict.evaluate`` schedules it again).
+
 ``enqueued_at`` is when a message for the current fence was last sent; ``reading_fence`` the
 last fence an observer claimed before reading it (:func:`claim_reading`). A due time further away
 than the broker may safely hold a countdown (``MAX_COUNTDOWN_S``) is left to the sweeper: no
@@ -49,8 +53,10 @@ if TYPE_CHECKING:
 __all__ = [
     "OBSERVABLE_STATES",
     "OBSERVE_LEAD_S",
+    "SLOT_TOLERANCE",
     "ScheduleConflict",
     "claim_reading",
+    "counts_as_slot",
     "dispatch_observe",
     "message_pending",
     "schedule_observation",
@@ -71,6 +77,17 @@ OBSERVABLE_STATES = (
 OBSERVE_LEAD_S = 0.2
 """How early an ``observe`` message is delivered before its due time; the task prepares, then
 waits until ``next_observation_at`` before it reads (never longer than this lead)."""
+
+
+SLOT_TOLERANCE = timedelta(seconds=1)
+"""A reading this close before its slot is the slot's reading (clocks of two processes)."""
+
+
+def counts_as_slot(slot_at: datetime | None, read_at: datetime) -> bool:
+    """Whether a reading made at ``read_at`` is the schedule's observation (it counts in
+    ``attempts``): it is not before the slot (within :data:`SLOT_TOLERANCE`); a reading a wake
+    brought forward is an extra one. Without a slot every reading counts."""
+    return slot_at is None or slot_at <= read_at + SLOT_TOLERANCE
 
 
 class ScheduleConflict(RuntimeError):
@@ -101,13 +118,14 @@ def schedule_observation(
     result = session.execute(
         update(Operation)
         .where(Operation.id == operation.id, Operation.fence == current)
-        .values(fence=fence, next_observation_at=due, enqueued_at=enqueued_at)
+        .values(fence=fence, next_observation_at=due, enqueued_at=enqueued_at, slot_at=due)
         .execution_options(synchronize_session=False)
     )
     if result.rowcount != 1:  # type: ignore[attr-defined]
         raise ScheduleConflict(f"operation {operation.id} fence moved from {current}")
     set_committed_value(operation, "fence", fence)
     set_committed_value(operation, "next_observation_at", due)
+    set_committed_value(operation, "slot_at", due)
     set_committed_value(operation, "enqueued_at", enqueued_at)
     return fence
 

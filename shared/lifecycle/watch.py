@@ -1,5 +1,10 @@
 """The watch after VERIFIED: late evidence always reaches a verified operation.
 
+A FAILED verdict whose retry guidance allows the action again (``allowed_as_new_operation``)
+is watched the same way (:func:`watched_after`): it advises a new side effect, so evidence that
+the effect happened after all must reach it as surely as a contradiction reaches a VERIFIED one
+(``shared.lifecycle.late_evidence``). :data:`WATCHED_STATES` are the states a watch can hold.
+
 A VERIFIED operation stays watched for the longest worst-case latency of its event channels
 (``worst_case_ms``, from the contract; the contract's timeout when no channel states one),
 counted from the verdict: ``operations.watch_until``. Its webhook channels' key values and
@@ -25,17 +30,34 @@ from sqlalchemy import delete, insert, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from shared.core.contract import Contract
-from shared.core.types import OperationState
+from shared.core.retry import retry_guidance
+from shared.core.types import Decision, OperationState, Verdict
 from shared.db.models import Operation, WatchKey
 from shared.db.sql import one_of
 
 __all__ = [
+    "WATCHED_STATES",
     "end_expired_watches",
     "rechecks_for_events",
     "request_rechecks",
     "start_watch",
     "watch_until",
+    "watched_after",
 ]
+
+WATCHED_STATES = (OperationState.VERIFIED.value, OperationState.FAILED.value)
+"""The final states a watch holds: VERIFIED, and FAILED advising a new operation."""
+
+
+def watched_after(decision: Decision, state: OperationState) -> bool:
+    """Whether the final ``decision`` (written with ``state``) is watched: VERIFIED, or a verdict
+    whose retry guidance allows the action as a new operation."""
+    if not decision.final:
+        return False
+    if decision.verdict is Verdict.VERIFIED and state is OperationState.VERIFIED:
+        return True
+    advice = retry_guidance(decision.verdict, decision.reason, state)
+    return state.value in WATCHED_STATES and advice.action == "allowed_as_new_operation"
 
 
 def watch_until(contract: Contract, verified_at: datetime) -> datetime:
@@ -116,9 +138,9 @@ def rechecks_for_events(
 def request_rechecks(
     session: Session, operation_ids: Iterable[str], *, now: datetime
 ) -> list[tuple[str, int]]:
-    """Schedule a recheck of each watched VERIFIED operation now (a new fence); returns the
-    ``(operation id, fence)`` pairs to dispatch after commit. The rechecks' backoff starts
-    again (``operations.rechecks``)."""
+    """Schedule a recheck of each watched (VERIFIED or FAILED) operation now (a new fence);
+    returns the ``(operation id, fence)`` pairs to dispatch after commit. The rechecks'
+    backoff starts again (``operations.rechecks``)."""
     ids = sorted(set(operation_ids))
     if not ids:
         return []
@@ -126,7 +148,7 @@ def request_rechecks(
         update(Operation)
         .where(
             one_of(session, Operation.id, ids),
-            Operation.state == OperationState.VERIFIED.value,
+            Operation.state.in_(WATCHED_STATES),
             Operation.watch_until > now,
         )
         .values(fence=Operation.fence + 1, next_observation_at=now, enqueued_at=now, rechecks=0)

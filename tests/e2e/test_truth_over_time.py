@@ -358,3 +358,40 @@ def test_a_reported_rejection_with_nothing_created_fails_only_once_confirmed(
             await world.close()
 
     _run(distributed, body)
+
+
+def test_a_confirmed_rejection_is_watched_and_a_late_refund_under_its_key_supersedes_it(
+    distributed: DistributedSystem,
+) -> None:
+    """FAILED ``action_rejected`` (a new operation allowed) is watched like VERIFIED: its retry
+    advice says until when it stands, and a refund made later under the operation's own
+    idempotency key moves it to HUMAN_REVIEW (retry ``never``) with a superseding receipt."""
+
+    async def body(workspace: Workspace) -> None:
+        world = World(distributed.api_url, workspace)
+        try:
+            await world.charge_and_create()
+            error = {"error": {"type": "invalid_request_error", "message": "No such charge"}}
+            await world.report({"phase": "error", "http_status": 400, "error": error})
+            failed = await world.wait(lambda op: op["final"], timeout_s=45, what="the failure")
+            assert (failed["state"], failed["reason"]) == ("FAILED", "action_rejected"), failed
+            assert failed["retry"]["action"] == "allowed_as_new_operation"
+            assert failed["watch_until"] is not None
+            assert failed["retry"]["stands_until"] == failed["watch_until"]
+            first = await world.receipt()
+            assert first["receipt"]["watch_until"] == failed["watch_until"]
+            # The refund the agent said was refused appears after all, under the same key.
+            status, _ = await world.refund(idempotency_key=world.op_id)
+            assert status == 200
+            flagged = await world.wait(
+                lambda op: op["state"] == "HUMAN_REVIEW", timeout_s=30, what="supersession"
+            )
+            assert flagged["reason"] == "late_contradiction", flagged
+            assert flagged["retry"]["action"] == "never"
+            assert flagged["retry"]["stands_until"] is None
+            receipt = await world.receipt()
+            assert receipt["receipt"]["supersedes"] == first["receipt"]["id"]
+        finally:
+            await world.close()
+
+    _run(distributed, body)

@@ -131,3 +131,46 @@ def test_refund_delivered_before_the_grant_still_ends_at_zero(
     assert all(d["status"] == "delivered" for d in rows)
     expected = 3 if app.state.config.ignore_refunds else 0
     assert _seats(url, paid["charge"]["id"]) == expected
+
+
+@pytest.mark.parametrize("order", ["in_order", "reversed"])
+def test_two_refunds_of_one_second_leave_what_the_total_pays_for(
+    order: str, running: RunningSandbox, control: SandboxControl
+) -> None:
+    """Two refunds of 2000 made back to back on a charge of 5000 for 5 seats: Stripe stamps
+    both charge.refunded in one second; in either delivery order the app ends at 1 seat."""
+    app = create_app(api_key=running.api_key, api_base=running.base_url)
+    client = stripe.StripeClient(
+        running.api_key, base_addresses={"api": running.base_url}, max_network_retries=0
+    )
+    with run_app(app) as url:
+        endpoint = client.v1.webhook_endpoints.create(
+            params={
+                "url": f"{url}/webhooks/stripe",
+                "enabled_events": ["checkout.session.completed", "charge.refunded"],
+            }
+        )
+        app.state.config.webhook_secret = endpoint.secret
+        for _ in range(5):  # until both refunds fall in one second
+            paid = control.complete_checkout(amount=5000, quantity=5, metadata={"seats": "5"})
+            charge_id = paid["charge"]["id"]
+            control.flush()
+            assert _seats(url, charge_id) == 5
+            control.faults(order=order)
+            client.v1.refunds.create(params={"charge": charge_id, "amount": 2000})
+            client.v1.refunds.create(params={"charge": charge_id, "amount": 2000})
+            control.release()
+            control.faults(order="in_order")
+            events = [
+                e
+                for e in client.v1.events.list(params={"type": "charge.refunded"}).data
+                if e.data.object["id"] == charge_id
+            ]
+            assert len(events) == 2
+            if events[0].created == events[1].created:
+                break
+        else:
+            pytest.fail("the two refunds never fell in one second")
+        rows = [d for d in control.delivered(type="charge.refunded") if d["status"] == "delivered"]
+        assert len([d for d in rows if d["event_id"] in {e.id for e in events}]) == 2
+        assert _seats(url, charge_id) == 1  # 1000 of 5000 left pays for 1 seat

@@ -1,4 +1,5 @@
-"""Checks of a skill manifest, and of the readback paths a contract may read under its skill."""
+"""Checks of a skill manifest, and of the readback paths (and their query parameters) a contract
+may read under its skill."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from shared.core.contract import Contract
 from shared.core.lint.findings import LintError, validation_errors
 from shared.core.lint.operands import is_event_expr
 from shared.core.paths import template_within
+from shared.core.queries import QueryDeclaration, undeclared_query
 from shared.core.skill import SkillManifest
 
 __all__ = ["lint_readback_paths", "lint_skill_manifest"]
@@ -22,12 +24,16 @@ def lint_readback_paths(
     declared: Mapping[str, Sequence[str] | None],
     *,
     file: str,
+    queries: Mapping[str, QueryDeclaration | None] | None = None,
     providers: Iterable[str] | None = None,
 ) -> list[LintError]:
     """Errors for the ``http`` channels of ``contract`` that read outside the paths their
     provider's skill declares (``declared``: provider → its skill's ``readback.paths``, None
-    when the skill declares none). Only channels of ``providers`` are checked (default: every
-    provider in ``declared``); a checked provider without declared paths reads nothing."""
+    when the skill declares none), or send query parameters (or values) that the skill does
+    not declare for the path (``queries``: provider → its skill's ``readback.query``; a
+    provider absent there declares none, so its paths take no query). Only channels of
+    ``providers`` are checked (default: every provider in ``declared``); a checked provider
+    without declared paths reads nothing."""
     checked = set(declared if providers is None else providers)
     errors: list[LintError] = []
     for i, ch in enumerate(contract.channels):
@@ -58,6 +64,21 @@ def lint_readback_paths(
                     f"(readback.paths: {', '.join(allowed)})",
                 )
             )
+        else:
+            for problem in undeclared_query(
+                ch.http.path,
+                ch.http.query,
+                paths=allowed,
+                declared=(queries or {}).get(provider),
+            ):
+                errors.append(
+                    LintError(
+                        file,
+                        contract.id,
+                        f"channels[{i}].http.query",
+                        f"{problem} (readback.query of the {provider} skill)",
+                    )
+                )
     return errors
 
 
@@ -117,7 +138,15 @@ def lint_skill_manifest(
                 )
             declared = manifest.readback.paths if manifest.readback else None
             if declared is not None:
-                errors.extend(lint_readback_paths(c, {manifest.provider: declared}, file=file))
+                query = manifest.readback.query if manifest.readback else None
+                errors.extend(
+                    lint_readback_paths(
+                        c,
+                        {manifest.provider: declared},
+                        file=file,
+                        queries={manifest.provider: query},
+                    )
+                )
     if manifest.event_shape is not None:
         shape = manifest.event_shape.model_dump()
         keys = shape.pop("correlation_keys")

@@ -76,7 +76,12 @@ def test_create_and_read_an_operation(api: Api) -> None:
     assert op["verdict"] == "PENDING"
     assert op["final"] is False
     assert op["safe_to_claim_complete"] is False
-    assert op["retry"] == {"action": "never", "verification": "no", "decided_by": "runtime"}
+    assert op["retry"] == {
+        "action": "never",
+        "verification": "no",
+        "decided_by": "runtime",
+        "stands_until": None,
+    }
     assert op["contract"]["id"] == REFUND
     assert len(op["contract"]["hash"]) == 64
     assert op["workspace_id"] == api.a.workspace_id

@@ -123,3 +123,32 @@ def _view_with(api: Api, op_id: str, decision: dict[str, Any]) -> dict[str, Any]
         op.decision = decision
         session.flush()
         return operation_view(session, op).model_dump(mode="json")
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "name"),
+    [
+        ("/v1/refunds/{$input.charge}", {"expand[]": "charge.customer"}, "expand[]"),
+        ("/v1/refunds/{$input.charge}?expand[]=charge.customer", None, "expand[]"),
+        ("/v1/refunds", {"charge": "$input.charge", "expand[]": "data.charge"}, "expand[]"),
+        ("/v1/charges/{$input.charge}", {"expand[]": "customer"}, "expand[]"),
+    ],
+)
+def test_a_contract_with_a_query_its_skill_does_not_declare_is_refused(
+    pg_api: Api, path: str, query: dict[str, Any] | None, name: str
+) -> None:
+    """A declared path with ``expand[]`` would read the Customer (email, name, phone) that no
+    declared path names: 422, the parameter named, nothing stored."""
+    doc = json.loads(_with_channel(path))
+    if query is not None:
+        doc["channels"][-1]["http"]["query"] = query
+    response = _upload(pg_api, json.dumps(doc))
+    assert response.status_code == 422, response.text
+    fields = [(e["field"], e["message"]) for e in response.json()["errors"]]
+    assert any(
+        f.endswith(".http.query") and f"query parameter {name!r} is not declared" in m
+        for f, m in fields
+    ), fields
+    with session_scope(pg_api.engine) as session:
+        stored = session.execute(select(func.count()).select_from(CustomContract)).scalar_one()
+    assert stored == 0

@@ -191,7 +191,10 @@ def test_observe_is_fenced_and_stores_one_reading_per_channel(env: Cluster) -> N
     assert readback.fence == 1
     assert readback.status == "ok"
     assert readback.digest == hashlib.sha256(readback.raw or b"").hexdigest()
-    assert json.loads(readback.raw or b"{}")["id"] == "re_f"
+    # The test's contract is a workspace contract: the reading keeps what its conditions read.
+    assert json.loads(readback.raw or b"{}") == readback.value
+    assert readback.value["status"] == "succeeded"
+    assert "id" not in readback.value
     assert by_channel["refund_created_events"].value["count"] == 0
     assert _op(env, op_id).attempts == 1
 

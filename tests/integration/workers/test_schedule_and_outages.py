@@ -223,3 +223,48 @@ def test_a_dot_segment_refund_id_reads_nothing_and_never_verifies(
     with provider.lock:
         sent = list(provider.paths)
     assert not [p for p in sent if p.rstrip("/") in ("/v1", "/v1/refunds") or ".." in p], sent
+
+
+def test_wakes_are_extra_observations_and_the_schedule_keeps_its_slot(
+    cluster: Cluster, provider: FakeProvider
+) -> None:
+    """Three wakes between the first observation and the second slot (3 s later): each reads at
+    once, none counts as an observation of the schedule, and the second observation still comes
+    3 s after the first — before, each wake advanced the backoff and the next reading waited
+    the next, longer interval from the last wake."""
+    contract = short_contract(
+        contract_id="tests.wake_slot",
+        initial_ms=300,
+        poll_ms=3000,
+        factor=2,
+        max_ms=12000,
+        max_attempts=5,
+        timeout_ms=30000,
+    )
+    tenant = make_tenant(cluster, provider.url, contract, name="wake_slot")
+    provider.refund("re_slot", charge="ch_slot", status="pending")
+    [(op_id, _)] = create_operations(cluster, tenant, [("re_slot", "ch_slot", 1000)])
+
+    def readbacks() -> list[Observation]:
+        return [o for o in observations_of(cluster, op_id) if o.channel == "refund_readback"]
+
+    wait_for(lambda: len(readbacks()) >= 1, timeout=10, what="the first observation")
+    first = readbacks()[0].observed_at
+    for woken in range(3):
+        time.sleep(0.3)
+        with session_scope(cluster.engine) as session:
+            fence = wake(session, op_id, now=datetime.now(UTC))
+        assert fence is not None
+        dispatch_observe(op_id, fence, countdown_s=0)
+        wait_for(
+            lambda fence=fence: any(o.fence == fence for o in readbacks()),
+            timeout=5,
+            what=f"woken observation {woken + 1}",
+        )
+    assert (readbacks()[-1].observed_at - first).total_seconds() < 3.0 - 1.0, "wakes too slow"
+    wait_for(lambda: len(readbacks()) >= 5, timeout=10, what="the second slot's observation")
+    slot = readbacks()[4]
+    waited = (slot.observed_at - first).total_seconds()
+    assert abs(waited - 3.0) <= TOLERANCE_S, waited
+    op = load_operation(cluster, op_id)
+    assert op.attempts == 2  # the first slot and the second; the three wakes were extra

@@ -221,6 +221,11 @@ class TimelineEntry(_Out):
     type: str | None = None
     strategy: str | None = None
     assurance: str | None = None
+    escaped: list[str] | None = Field(
+        default=None,
+        description="Places of the event's stored copy escaped to be storable (a NUL, a lone "
+        "surrogate, 1e999, too deep); the raw delivery is kept verbatim.",
+    )
 
 
 class Timeline(_Out):

@@ -280,6 +280,7 @@ def timeline_view(session: Session, op: Operation) -> Timeline:
                     digest=event.digest,
                     strategy=link.strategy,
                     assurance=link.assurance,
+                    escaped=list(event.escaped) if event.escaped else None,
                 ),
             )
         )

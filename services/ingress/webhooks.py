@@ -21,10 +21,10 @@ nothing (the sweeper correlates what is still pending after its grace).
 Answers (RFC 9457 problem+json for every refusal):
 
 - 200 the event is stored (or was already: ``"duplicate": true``) and committed;
-- 400 the signature does not hold, or the verified body is not an event (nothing is stored),
-  or it is one no table can hold (a non-finite number, a NUL character or a lone surrogate
-  anywhere, nesting past ``MAX_JSON_DEPTH``: reason ``unstorable``, logged once): a 4xx, so the
-  provider does not retry what can never be stored;
+- 400 the signature does not hold, or the verified body is not JSON or not an event (nothing
+  is stored). A signed JSON event is stored even when it holds what no table can hold (a NUL
+  character, a lone surrogate, ``1e999``, nesting past ``MAX_JSON_DEPTH``): its raw bytes
+  verbatim, and a copy with those places escaped and named (``events.escaped``);
 - 404 no such workspace, or no connection to that provider — the same answer for both;
 - 405 any other method;
 - 413 the body is larger than ``settings.webhook_max_body_bytes`` (reading stops at the cap);
@@ -53,7 +53,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from services.ingress.problems import PROBLEM_JSON, problem_response
 from services.ingress.webhook_batches import close_intake_connections, process_batcher
 from services.ingress.webhook_checks import Item, NotFound
-from shared.intake.parse import UNSTORABLE, MalformedEvent
+from shared.intake.parse import MalformedEvent
 from shared.runtime.settings import Settings, get_settings
 from shared.trust.secrets import SecretError
 from shared.trust.signatures import SignatureError
@@ -271,14 +271,6 @@ async def _answer_event(scope: Scope, receive: Receive, provider: str, workspace
         return _problem(400, "signature-refused", str(refused), reason=refused.reason)
     except MalformedEvent as malformed:
         _refused(provider, malformed.reason)
-        if malformed.reason == UNSTORABLE:
-            # Signed, so the provider sent it: refused with a 4xx it will not retry, once.
-            log.warning(
-                "webhook intake: refused a signed delivery to %s/%s that cannot be stored: %s",
-                provider,
-                workspace,
-                malformed,
-            )
         return _problem(400, "malformed-event", str(malformed), reason=malformed.reason)
     except (
         OperationalError,

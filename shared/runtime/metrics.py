@@ -132,7 +132,6 @@ REFUSAL_REASONS: frozenset[str] = frozenset(
         "missing_event_id",
         "missing_event_type",
         "missing_event_time",
-        "unstorable",
     }
 )
 """Every ``reason`` of ``provely_events_refused_total`` (a test keeps it in step with the

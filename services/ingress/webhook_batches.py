@@ -63,7 +63,8 @@ def _answers(
 ) -> list[Answer]:
     """After the commit: the answers, and one correlation request when anything is new."""
     for (index, delivery), result in zip(accepted, results, strict=True):
-        answers[index] = Outcome(delivery.event.event_id, result)
+        event = delivery.event
+        answers[index] = Outcome(event.event_id, result, event.type, event.api_version)
     if any(r.event_pk is not None for r in results):
         correlation_requests.request()
     return [a if a is not None else RuntimeError("no answer") for a in answers]

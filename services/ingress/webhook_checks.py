@@ -49,6 +49,8 @@ class NotFound(Exception):
 class Outcome:
     event_id: str
     result: IntakeResult
+    event_type: str = ""
+    api_version: str | None = None
 
 
 _SECRETS_CACHE: dict[tuple[bytes, str | None], tuple[str, ...]] = {}

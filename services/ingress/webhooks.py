@@ -52,9 +52,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.ingress.problems import PROBLEM_JSON, problem_response
 from services.ingress.webhook_batches import close_intake_connections, process_batcher
-from services.ingress.webhook_checks import Item, NotFound
+from services.ingress.webhook_checks import Item, NotFound, Outcome
+from shared.intake.contracts import uncounted_by_contracts
 from shared.intake.parse import MalformedEvent
 from shared.runtime.settings import Settings, get_settings
+from shared.trust.registry import RegistryError
 from shared.trust.secrets import SecretError
 from shared.trust.signatures import SignatureError
 
@@ -127,6 +129,33 @@ def _provider_label(provider: str) -> str:
 def _refused(provider: str, reason: str) -> None:
     """Count one refused delivery (stored nowhere), whatever refused it."""
     _metric("EVENTS_REFUSED", _provider_label(provider), reason)
+
+
+_SAID: set[tuple[str, str, str, str]] = set()
+
+
+def _count_uncounted(provider: str, workspace: str, outcome: Outcome) -> None:
+    """A new event that no registered contract can count (its type, its API version) is
+    counted in ``provely_events_ignored_total``, and said once per workspace and reason in the
+    log: it is stored, and the operations it is linked to name it, but nothing reads it."""
+    try:
+        found = uncounted_by_contracts(provider, outcome.event_type, outcome.api_version)
+    except RegistryError:
+        return
+    if found is None:
+        return
+    reason, detail = found
+    _metric("EVENTS_IGNORED", _provider_label(provider), reason)
+    said = (provider, workspace, reason, detail)
+    if reason == "api_version" and said not in _SAID and len(_SAID) < 4096:
+        _SAID.add(said)
+        log.warning(
+            "webhook intake: events to %s/%s will not count: %s (create the endpoint on a "
+            "contract's API version)",
+            provider,
+            workspace,
+            detail,
+        )
 
 
 EVENTS_PATH = "/v1/events/{provider}/{workspace}"
@@ -292,6 +321,8 @@ async def _answer_event(scope: Scope, receive: Receive, provider: str, workspace
     _metric("EVENTS_RECEIVED", provider)
     if outcome.result.duplicate:
         _metric("EVENTS_DEDUPLICATED", provider)
+    else:
+        _count_uncounted(provider, workspace, outcome)
     return _Received(outcome.event_id, outcome.result.duplicate)
 
 

@@ -23,7 +23,14 @@ from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.ingress import contracts, custom_contracts, operations, receipts, webhooks
+from services.ingress import (
+    contracts,
+    custom_contracts,
+    deliveries,
+    operations,
+    receipts,
+    webhooks,
+)
 from services.ingress.access import observed
 from services.ingress.docs_ui import install_offline_docs
 from services.ingress.examples import add_examples
@@ -214,6 +221,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(contracts.router)
     app.include_router(custom_contracts.router)
     app.include_router(receipts.router)
+    app.include_router(deliveries.router)
     install_offline_docs(app)
 
     # The intake answers this address before the router sees it; the route only names its

@@ -26,6 +26,7 @@ __all__ = [
     "event_providers",
     "event_shape_for",
     "fingerprint_key_names",
+    "read_api_versions",
     "uncounted_by_contracts",
 ]
 
@@ -132,6 +133,20 @@ def _readers(registry: Any, provider: str, event_type: str) -> list[Contract]:
                 found.append(contract)
                 break
     return found
+
+
+def read_api_versions(provider: str) -> list[str]:
+    """The API versions the registered contracts that read ``provider``'s events name, sorted
+    (what an endpoint of that provider must send for its events to count)."""
+    versions: set[str] = set()
+    for entry in _registry().entries():
+        contract: Contract = entry.contract
+        if any(
+            ch.webhook is not None and ch.provider_of(contract) == provider
+            for ch in contract.channels
+        ):
+            versions.update(contract.provider_api_versions)
+    return sorted(versions)
 
 
 def uncounted_by_contracts(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
@@ -40,6 +40,7 @@ from services.ingress.problems import (
     install_problem_handlers,
     problem_response,
 )
+from services.ingress.request_checks import check_request
 from services.ingress.schemas import Health
 from shared.runtime.settings import Settings, get_settings
 
@@ -206,6 +207,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         docs_url=None,  # served from the package, not a CDN (install_offline_docs)
         redoc_url=None,
+        # Undeclared query parameters and a body in another media type are refused.
+        dependencies=[Depends(check_request)],
         description=(
             "Proves that a side effect really happened at a provider. Create an operation bound "
             "to a completion contract, perform the action with the operation id as idempotency "
@@ -229,6 +232,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_api_route(
         webhooks.EVENTS_PATH, _served_by_the_intake, methods=["POST"], include_in_schema=False
     )
+
+    @app.get("/", include_in_schema=False)
+    def index() -> dict[str, str]:
+        """Where to go from the root: the API's documentation and its published pages."""
+        return {
+            "name": "Provely",
+            "docs": "/docs",
+            "redoc": "/redoc",
+            "openapi": "/openapi.json",
+            "contracts": "/v1/contracts",
+            "health": "/healthz",
+        }
 
     @app.get(
         "/healthz",

@@ -222,9 +222,33 @@ def connection_set(
         }
 
     try:
-        _print(_run(work))
+        saved = _run(work)
     except TenantError as exc:  # pragma: no cover - _run maps it already
         raise _fail(str(exc), 1) from None
+    saved["endpoints"] = _endpoint_check(provider, workspace, url, api_key)
+    _print(saved)
+
+
+def _endpoint_check(
+    provider: str, workspace: str, base_url: str, api_key: str | None
+) -> dict[str, Any]:
+    """What the provider's endpoints for this workspace send, and what will not count (the
+    connection is saved whatever this finds; ``provely connection check`` says more)."""
+    from services.cli.endpoint_versions import ProviderUnreadable, endpoint_findings
+
+    try:
+        found = endpoint_findings(
+            provider=provider,
+            workspace_id=workspace,
+            base_url=base_url,
+            api_key=api_key,
+            latest_version=None,
+        )
+    except ProviderUnreadable as exc:
+        return {"problems": [f"could not read the endpoints: {exc}"]}
+    for problem in found["problems"]:
+        typer.echo(f"warning: {problem}", err=True)
+    return found
 
 
 def register(app: typer.Typer) -> None:

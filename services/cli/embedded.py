@@ -5,11 +5,18 @@ and kombu's SQLAlchemy broker (a second SQLite file), both under ``PROVELY_DATA_
 process — exactly the ``provely serve …`` commands a deployment runs — under a
 :class:`~services.cli.supervisor.Supervisor`, and waits for the API to answer. It is a context
 manager, used by ``provely up`` and ``provely demo``.
+
+With ``PROVELY_METRICS_PORT`` set, the system serves its metrics there as a deployment does: the
+services write their counters to one directory of their own (``PROMETHEUS_MULTIPROC_DIR``, made
+at start and removed at stop), and a fifth child, ``provely serve metrics``, serves them
+aggregated, with the database-wide gauges, on ``PROVELY_METRICS_HOST:PROVELY_METRICS_PORT``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,6 +65,9 @@ class EmbeddedSystem:
     echo: Callable[[str], None] | None = None
     startup_timeout_s: float = 60.0
     supervisor: Supervisor | None = None
+    metrics_port: int | None = None
+    """Where the system's metrics are served (default: ``PROVELY_METRICS_PORT``; unset: none)."""
+    _metrics_dir: str | None = field(default=None, init=False, repr=False)
 
     @property
     def api_url(self) -> str:
@@ -71,9 +81,11 @@ class EmbeddedSystem:
             env["PROVELY_DATABASE_URL"] = f"sqlite:///{data_dir / 'provely.db'}"
             env["PROVELY_BROKER_URL"] = f"sqla+sqlite:///{data_dir / 'broker.db'}"
             env.pop("PROVELY_REDIS_URL", None)
-        # One port cannot serve the four services: the embedded system serves no metrics
-        # (each service of a deployment gets its own --metrics-port).
+        # One port serves the whole system (the metrics child, from the services' shared
+        # directory): no service serves its own.
         env.pop("PROVELY_METRICS_PORT", None)
+        if self._metrics_dir is not None:
+            env["PROMETHEUS_MULTIPROC_DIR"] = self._metrics_dir
         env.update(self.env)
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
@@ -93,7 +105,19 @@ class EmbeddedSystem:
                 ["serve", "verdict", "--concurrency", str(self.verdict_concurrency)],
             ),
             ChildSpec("sweeper", ["serve", "sweeper"]),
+            *(
+                [ChildSpec("metrics", ["serve", "metrics", "--port", str(port)])]
+                if (port := self._served_metrics_port()) is not None
+                else []
+            ),
         ]
+
+    def _served_metrics_port(self) -> int | None:
+        if self.metrics_port is not None:
+            return self.metrics_port
+        from shared.runtime.settings import get_settings
+
+        return get_settings().metrics_port
 
     def prepare(self) -> None:
         """Create the data directory, migrate the database, create the broker's tables and
@@ -122,6 +146,8 @@ class EmbeddedSystem:
     def start(self) -> None:
         """Prepare, then start every service (without waiting for them)."""
         self.prepare()
+        if self._served_metrics_port() is not None and self._metrics_dir is None:
+            self._metrics_dir = tempfile.mkdtemp(prefix="provely-metrics-")
         self.supervisor = Supervisor(
             self.specs(), env=self.child_env(), log_dir=self.log_dir, echo=self.echo
         )
@@ -139,6 +165,9 @@ class EmbeddedSystem:
     def stop(self) -> None:
         if self.supervisor is not None:
             self.supervisor.stop()
+        if self._metrics_dir is not None:
+            shutil.rmtree(self._metrics_dir, ignore_errors=True)
+            self._metrics_dir = None
 
     def __enter__(self) -> EmbeddedSystem:
         try:

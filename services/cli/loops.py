@@ -71,7 +71,9 @@ def metrics(
     from shared.runtime.metrics import OperationsByStateCollector
 
     engine = get_engine(settings.resolved_database_url())
-    # Only the database's figures: this process's own counters say nothing of the system.
+    # The database's figures; under PROMETHEUS_MULTIPROC_DIR (the embedded system sets one
+    # for all its services) also every service's counters, aggregated. This process's own
+    # counters say nothing of the system.
     serve_metrics(port, extra=[OperationsByStateCollector(operations_by_state(engine))])
     log = get_logger("provely.serve")
     log.info("metrics.starting", host=settings.metrics_host, port=port)

@@ -11,8 +11,10 @@ import typer
 from services.cli import (
     admin,
     audit,
+    connection_check,
     contracts,
     db,
+    deliveries,
     receipts,
     sandbox,
     serve,
@@ -66,7 +68,19 @@ def version() -> None:
     typer.echo(_installed_version())
 
 
-for module in (contracts, db, admin, sandbox, serve, receipts, audit, skills, demo):
+for module in (
+    contracts,
+    db,
+    admin,
+    connection_check,
+    deliveries,
+    sandbox,
+    serve,
+    receipts,
+    audit,
+    skills,
+    demo,
+):
     module.register(app)
 
 

@@ -16,14 +16,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.ingress import contracts, custom_contracts, operations, receipts, webhooks
+from services.ingress import (
+    contracts,
+    custom_contracts,
+    deliveries,
+    operations,
+    receipts,
+    webhooks,
+)
 from services.ingress.access import observed
 from services.ingress.docs_ui import install_offline_docs
 from services.ingress.examples import add_examples
@@ -33,6 +40,7 @@ from services.ingress.problems import (
     install_problem_handlers,
     problem_response,
 )
+from services.ingress.request_checks import check_request
 from services.ingress.schemas import Health
 from shared.runtime.settings import Settings, get_settings
 
@@ -199,6 +207,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         docs_url=None,  # served from the package, not a CDN (install_offline_docs)
         redoc_url=None,
+        # Undeclared query parameters and a body in another media type are refused.
+        dependencies=[Depends(check_request)],
         description=(
             "Proves that a side effect really happened at a provider. Create an operation bound "
             "to a completion contract, perform the action with the operation id as idempotency "
@@ -214,6 +224,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(contracts.router)
     app.include_router(custom_contracts.router)
     app.include_router(receipts.router)
+    app.include_router(deliveries.router)
     install_offline_docs(app)
 
     # The intake answers this address before the router sees it; the route only names its
@@ -221,6 +232,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_api_route(
         webhooks.EVENTS_PATH, _served_by_the_intake, methods=["POST"], include_in_schema=False
     )
+
+    @app.get("/", include_in_schema=False)
+    def index() -> dict[str, str]:
+        """Where to go from the root: the API's documentation and its published pages."""
+        return {
+            "name": "Provely",
+            "docs": "/docs",
+            "redoc": "/redoc",
+            "openapi": "/openapi.json",
+            "contracts": "/v1/contracts",
+            "health": "/healthz",
+        }
 
     @app.get(
         "/healthz",

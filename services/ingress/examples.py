@@ -1,9 +1,11 @@
-"""Response examples of the OpenAPI document: one realistic body for every documented answer.
+"""Examples of the OpenAPI document: one realistic body for every documented answer and for
+every request body.
 
 :func:`add_examples` writes them into the generated document: a success body per operation id
-and status from :data:`SUCCESS`, and for every problem+json answer a problem document of its
-status. A test validates each example against the schema it illustrates, so an example cannot
-drift from the model it stands for.
+and status from :data:`SUCCESS`, for every problem+json answer a problem document of its
+status, and a request body per operation id and media type from :data:`REQUESTS`. A test
+validates each example against the schema it illustrates, so an example cannot drift from the
+model it stands for.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 from services.ingress.problems import KINDS
 
-__all__ = ["SUCCESS", "add_examples", "problem_example"]
+__all__ = ["REQUESTS", "SUCCESS", "add_examples", "problem_example"]
 
 _OP = "op_01JDX4V7Q9K2M3N4P5R6S7T8V9"
 _WS = "ws_01JDX4S0A1B2C3D4E5F6G7H8J9"
@@ -174,7 +176,98 @@ RECEIPT_KEYS: dict[str, Any] = {
 }
 
 #: operation id -> HTTP status -> example body of a success answer
+_REFUND = {
+    "id": "re_3QxYz1AbCdEfGhIj",
+    "object": "refund",
+    "amount": 2000,
+    "charge": "ch_3QxYz0AbCdEfGhIj",
+    "currency": "usd",
+    "status": "pending",
+    "created": 1796115601,
+}
+
+_CONTRACT_YAML = """id: acme.refund.recorded
+version: 1.0.0
+completion_level: created
+# … the rest of the contract (docs/contracts.md)
+"""
+
+REQUESTS: dict[str, dict[str, Any]] = {
+    "create_operation": {
+        "application/json": {
+            "contract": "stripe.refund.succeeded",
+            "input": {"charge": "ch_3QxYz0AbCdEfGhIj", "amount": 2000, "currency": "usd"},
+            "metadata": {"ticket": "SUP-1042"},
+        }
+    },
+    "report_action": {
+        "application/json": {"phase": "result", "http_status": 200, "result": _REFUND}
+    },
+    "review_operation": {
+        "application/json": {
+            "verdict": "VERIFIED",
+            "note": "Refund re_3QxYz1AbCdEfGhIj seen succeeded in the Stripe dashboard.",
+        }
+    },
+    "upload_contract": {
+        "application/yaml": _CONTRACT_YAML,
+        "application/json": {
+            "id": "acme.refund.recorded",
+            "version": "1.0.0",
+            "completion_level": "created",
+        },
+    },
+    "receive_event": {
+        "application/json": {
+            "id": "evt_3QxYz2AbCdEfGhIj",
+            "object": "event",
+            "type": "refund.updated",
+            "api_version": "2026-08-26",
+            "created": 1796115606,
+            "data": {"object": {**_REFUND, "status": "succeeded"}},
+        }
+    },
+}
+"""A request body per operation id and media type (a test requires one for every body)."""
+
 SUCCESS: dict[str, dict[str, Any]] = {
+    "list_deliveries": {
+        "200": {
+            "data": [
+                {
+                    "outcome": "stored",
+                    "received_at": _T2,
+                    "provider": "stripe",
+                    "event_id": "evt_3QxYz2AbCdEfGhIj",
+                    "type": "refund.updated",
+                    "api_version": "2025-03-31.basil",
+                    "repeats": 0,
+                    "escaped": None,
+                    "ignored": "api_version 2025-03-31.basil is not among 2026-08-26",
+                    "ignored_reason": "api_version",
+                    "reason": None,
+                    "http_status": None,
+                    "size": None,
+                },
+                {
+                    "outcome": "refused",
+                    "received_at": _T1,
+                    "provider": "stripe",
+                    "event_id": None,
+                    "type": None,
+                    "api_version": None,
+                    "repeats": None,
+                    "escaped": None,
+                    "ignored": None,
+                    "ignored_reason": None,
+                    "reason": "no_matching_signature",
+                    "http_status": 400,
+                    "size": 1873,
+                },
+            ],
+            "next_cursor": None,
+        }
+    },
     "create_operation": {
         "201": {
             **OPERATION,
@@ -319,11 +412,17 @@ def problem_example(status: int) -> dict[str, Any]:
 
 
 def add_examples(schema: dict[str, Any]) -> None:
-    """Write an example into every response content of every operation that has none."""
+    """Write an example into every response content and request body of every operation that
+    has none."""
     for item in schema.get("paths", {}).values():
         for operation in item.values():
             if not isinstance(operation, dict) or "responses" not in operation:
                 continue
+            requests = REQUESTS.get(str(operation.get("operationId")), {})
+            body = operation.get("requestBody") or {}
+            for media, content in (body.get("content") or {}).items():
+                if "example" not in content and "examples" not in content and media in requests:
+                    content["example"] = requests[media]
             known = SUCCESS.get(str(operation.get("operationId")), {})
             for status, response in operation["responses"].items():
                 for media, content in (response.get("content") or {}).items():

@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from shared.core import IllegalTransition
 from shared.core.storable import Unstorable
@@ -29,6 +30,7 @@ __all__ = [
     "ApiError",
     "FieldProblem",
     "Problem",
+    "allowed_methods",
     "error_responses",
     "install_problem_handlers",
     "problem_response",
@@ -143,6 +145,26 @@ def _location(loc: Sequence[Any]) -> str:
     return ".".join(parts) or "body"
 
 
+def allowed_methods(request: Request) -> str | None:
+    """Every method the request's path serves, for the ``Allow`` header of a 405 (the router's
+    own names only the first route that matched the path)."""
+    methods: set[str] = set()
+    routes: list[Any] = list(request.app.router.routes)
+    scope = {**request.scope, "method": "__none__"}
+    while routes:
+        route = routes.pop()
+        included = getattr(route, "original_router", None)  # FastAPI's included routers
+        if included is not None:
+            routes.extend(included.routes)
+            continue
+        match, _ = route.matches(scope)
+        if match != Match.NONE and getattr(route, "methods", None):
+            methods.update(route.methods)
+    if "GET" in methods:
+        methods.add("HEAD")
+    return ", ".join(sorted(methods)) or None
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Map every exception to a problem document."""
 
@@ -187,6 +209,11 @@ def install_problem_handlers(app: FastAPI) -> None:
             return await api_error(request, unstorable_problem(found))
         kind = KINDS.get(exc.status_code, "error")
         detail = exc.detail if isinstance(exc.detail, str) else None
+        headers = dict(exc.headers) if exc.headers else None
+        if exc.status_code == 405:
+            allow = allowed_methods(request)
+            if allow is not None:
+                headers = {**(headers or {}), "Allow": allow}
         if exc.status_code == 400 and detail == "There was an error parsing the body":
             detail = "the request body could not be read"
         return problem_response(
@@ -194,7 +221,7 @@ def install_problem_handlers(app: FastAPI) -> None:
             kind,
             detail,
             instance=request.url.path,
-            headers=dict(exc.headers) if exc.headers else None,
+            headers=headers,
         )
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -153,6 +153,16 @@ class ReviewOut(_Out):
     reviewed_by: str = Field(description="The API key id of the reviewer.")
 
 
+class IgnoredEventOut(_Out):
+    event_id: str
+    type: str
+    reason: str = Field(
+        description="`api_version` (not among the contract's provider API versions), "
+        "`before_operation` (older than the operation) or `type_unread` (no channel reads it)."
+    )
+    detail: str
+
+
 class OperationOut(_Out):
     id: str
     workspace_id: str
@@ -178,6 +188,17 @@ class OperationOut(_Out):
     )
     retry: RetryOut
     explanation: str | None = None
+    blocked_by: str | None = Field(
+        default=None,
+        description="Events linked to the operation that its contract cannot count, in a "
+        "sentence (`3 events ignored: api_version 2025-03-31.basil is not among 2026-08-26`); "
+        "null when none, and always null once VERIFIED.",
+    )
+    ignored_events: list[IgnoredEventOut] = Field(
+        default_factory=list,
+        description="Each linked event that counts for nothing here, and why (the timeline "
+        "marks them too).",
+    )
     created_at: datetime
     updated_at: datetime
     attempts: int
@@ -201,6 +222,8 @@ class OperationListItem(OperationOut):
 
     input: dict[str, Any] | None = Field(default=None, exclude=True)  # type: ignore[assignment]
     metadata: dict[str, Any] | None = Field(default=None, exclude=True)
+    blocked_by: str | None = Field(default=None, exclude=True)
+    ignored_events: list[IgnoredEventOut] = Field(default_factory=list, exclude=True)
 
 
 class OperationList(_Out):
@@ -229,6 +252,15 @@ class TimelineEntry(_Out):
     type: str | None = None
     strategy: str | None = None
     assurance: str | None = None
+    ignored: str | None = Field(
+        default=None,
+        description="Why this event counts for nothing in the operation (see `ignored_events`).",
+    )
+    escaped: list[str] | None = Field(
+        default=None,
+        description="Places of the event's stored copy escaped to be storable (a NUL, a lone "
+        "surrogate, 1e999, too deep); the raw delivery is kept verbatim.",
+    )
 
 
 class Timeline(_Out):

@@ -14,6 +14,7 @@ from services.ingress.schemas import (
     ContractRef,
     CorrelationOut,
     EvidenceOut,
+    IgnoredEventOut,
     OperationListItem,
     OperationOut,
     RetryOut,
@@ -25,10 +26,12 @@ from services.ingress.schemas import (
 from shared.core.claim import claim_for
 from shared.core.context import correlation_keys
 from shared.core.contract import Contract
+from shared.core.ignored import IgnoredEvent, ignored_summary, why_ignored
 from shared.core.retry import retry_guidance
 from shared.core.shown import shown_expected, shown_value
 from shared.core.types import Verdict
 from shared.db.models import Event, Observation, Operation, OperationEvent, Receipt, Transition
+from shared.intake.store import event_record
 from shared.lifecycle.contracts import ContractNotFound, contract_for
 from shared.lifecycle.operations import facts_for
 from shared.lifecycle.watch import WATCHED_STATES
@@ -147,6 +150,43 @@ def _review(op: Operation) -> ReviewOut | None:
     )
 
 
+def _linked_events(session: Session, op: Operation) -> list[tuple[Event, OperationEvent]]:
+    rows = session.execute(
+        select(Event, OperationEvent)
+        .join(OperationEvent, OperationEvent.event_pk == Event.id)
+        .where(OperationEvent.operation_id == op.id, Event.workspace_id == op.workspace_id)
+        .order_by(Event.provider_timestamp, Event.event_id)
+    ).all()
+    return [(event, link) for event, link in rows]
+
+
+def _ignored(contract: Contract | None, op: Operation, event: Event) -> IgnoredEvent | None:
+    if contract is None:
+        return None
+    return why_ignored(contract, event=event_record(event), operation_created_at=op.created_at)
+
+
+def _ignored_fields(session: Session, op: Operation, contract: Contract | None) -> dict[str, Any]:
+    """``blocked_by`` and ``ignored_events`` of the operation resource."""
+    ignored = [
+        found
+        for event, _ in _linked_events(session, op)
+        if (found := _ignored(contract, op, event)) is not None
+    ]
+    blocked = None
+    if op.state != OperationState.VERIFIED.value:
+        blocked = ignored_summary(ignored, include_unread=False)
+    return {
+        "blocked_by": blocked,
+        "ignored_events": [
+            IgnoredEventOut(
+                event_id=item.event_id, type=item.type, reason=item.reason, detail=item.detail
+            )
+            for item in ignored
+        ],
+    }
+
+
 def operation_view(session: Session, op: Operation, *, listed: bool = False) -> OperationOut:
     """The operation resource of ``GET /v1/operations/{id}``; ``listed``: as a list page
     shows it (:class:`OperationListItem`, without ``input`` and ``metadata``)."""
@@ -166,7 +206,10 @@ def operation_view(session: Session, op: Operation, *, listed: bool = False) -> 
     subject_id = op.subject_id if op.subject_id is not None else decision.get("subject_id")
     explanation = decision.get("explanation")
     model = OperationListItem if listed else OperationOut
-    bodies = {} if listed else {"input": op.input or {}, "metadata": op.metadata_}
+    bodies: dict[str, Any] = {}
+    if not listed:
+        bodies = {"input": op.input or {}, "metadata": op.metadata_}
+        bodies.update(_ignored_fields(session, op, contract))
     return model(
         id=op.id,
         workspace_id=op.workspace_id,
@@ -262,13 +305,9 @@ def timeline_view(session: Session, op: Operation) -> Timeline:
                 ),
             )
         )
-    rows = session.execute(
-        select(Event, OperationEvent)
-        .join(OperationEvent, OperationEvent.event_pk == Event.id)
-        .where(OperationEvent.operation_id == op.id, Event.workspace_id == op.workspace_id)
-        .order_by(Event.provider_timestamp, Event.event_id)
-    ).all()
-    for event, link in rows:
+    contract = _contract(session, op)
+    for event, link in _linked_events(session, op):
+        ignored = _ignored(contract, op, event)
         entries.append(
             (
                 event.received_at,
@@ -283,6 +322,8 @@ def timeline_view(session: Session, op: Operation) -> Timeline:
                     digest=event.digest,
                     strategy=link.strategy,
                     assurance=link.assurance,
+                    ignored=None if ignored is None else ignored.detail,
+                    escaped=list(event.escaped) if event.escaped else None,
                 ),
             )
         )

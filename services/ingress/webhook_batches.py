@@ -41,6 +41,7 @@ from services.ingress.webhook_checks import (
     check_delivery,
 )
 from shared.db.session import IDLE_PING_AFTER_S
+from shared.intake.refusals import record_refusals, record_refusals_async
 from shared.intake.results import Delivery, IntakeResult
 from shared.intake.store import store_many, store_many_async
 from shared.runtime.settings import Settings
@@ -63,7 +64,8 @@ def _answers(
 ) -> list[Answer]:
     """After the commit: the answers, and one correlation request when anything is new."""
     for (index, delivery), result in zip(accepted, results, strict=True):
-        answers[index] = Outcome(delivery.event.event_id, result)
+        event = delivery.event
+        answers[index] = Outcome(event.event_id, result, event.type, event.api_version)
     if any(r.event_pk is not None for r in results):
         correlation_requests.request()
     return [a if a is not None else RuntimeError("no answer") for a in answers]
@@ -81,8 +83,9 @@ def _ingest_batch(engine: Engine, settings: Settings, items: list[Item]) -> list
                 ).one_or_none()
                 for ws, prov in batch_keys(items)
             }
-            answers, accepted = check_delivery(settings, items, connections)
+            answers, accepted, refusals = check_delivery(settings, items, connections)
             results = store_many(db, [d for _, d in accepted])
+            record_refusals(db, refusals)
     except Exception:
         if len(items) == 1:
             raise
@@ -113,8 +116,9 @@ async def _ingest_batch_pg(
                 for ws, prov in batch_keys(items):
                     await cursor.execute(CONNECTION_OF_PG, {"workspace": ws, "provider": prov})
                     found[(ws, prov)] = await cursor.fetchone()
-            answers, accepted = check_delivery(settings, items, found)
+            answers, accepted, refusals = check_delivery(settings, items, found)
             results = await store_many_async(conn, [d for _, d in accepted])
+            await record_refusals_async(conn, refusals)
     except Exception:
         if len(items) == 1:
             raise

@@ -21,6 +21,7 @@ from shared.core.skill import EventShape
 from shared.db.models import Connection
 from shared.intake.contracts import event_shape_for, fingerprint_key_names
 from shared.intake.parse import MalformedEvent, parse_event
+from shared.intake.refusals import Refusal
 from shared.intake.results import Delivery, IntakeResult
 from shared.runtime.settings import Settings
 from shared.trust.secrets import SecretError
@@ -49,6 +50,8 @@ class NotFound(Exception):
 class Outcome:
     event_id: str
     result: IntakeResult
+    event_type: str = ""
+    api_version: str | None = None
 
 
 _SECRETS_CACHE: dict[tuple[bytes, str | None], tuple[str, ...]] = {}
@@ -152,7 +155,7 @@ class _Verifier:
 
 
 Answer = Outcome | BaseException
-_Checked = tuple[list[Answer | None], list[tuple[int, Delivery]]]
+_Checked = tuple[list[Answer | None], list[tuple[int, Delivery]], list[Refusal]]
 
 
 def batch_keys(items: list[Item]) -> list[BatchKey]:
@@ -164,7 +167,8 @@ def check_delivery(
     settings: Settings, items: list[Item], connections: dict[BatchKey, Any]
 ) -> _Checked:
     """Verify each delivery of a batch: the refused ones get their answer (and will write
-    nothing), the accepted ones go on to be stored."""
+    nothing but a :class:`Refusal` when they reached a connection: the reason, never the
+    body), the accepted ones go on to be stored."""
     verifiers: dict[BatchKey, _Verifier | BaseException] = {}
     for (ws, prov), connection in connections.items():
         try:
@@ -173,6 +177,7 @@ def check_delivery(
             verifiers[(ws, prov)] = refused
     answers: list[Answer | None] = [None] * len(items)
     accepted: list[tuple[int, Delivery]] = []
+    refusals: list[Refusal] = []
     for index, item in enumerate(items):
         verifier = verifiers[(item.workspace, item.provider)]
         if isinstance(verifier, BaseException):
@@ -182,4 +187,16 @@ def check_delivery(
             accepted.append((index, verifier.verified(item)))
         except (SignatureError, MalformedEvent) as refused:
             answers[index] = refused
-    return answers, accepted
+            connection = connections[(item.workspace, item.provider)]
+            refusals.append(
+                Refusal(
+                    item.workspace,
+                    item.provider,
+                    str(connection.id),
+                    refused.reason,
+                    400,
+                    len(item.body),
+                    item.now,
+                )
+            )
+    return answers, accepted, refusals

@@ -21,10 +21,10 @@ nothing (the sweeper correlates what is still pending after its grace).
 Answers (RFC 9457 problem+json for every refusal):
 
 - 200 the event is stored (or was already: ``"duplicate": true``) and committed;
-- 400 the signature does not hold, or the verified body is not an event (nothing is stored),
-  or it is one no table can hold (a non-finite number, a NUL character or a lone surrogate
-  anywhere, nesting past ``MAX_JSON_DEPTH``: reason ``unstorable``, logged once): a 4xx, so the
-  provider does not retry what can never be stored;
+- 400 the signature does not hold, or the verified body is not JSON or not an event (nothing
+  is stored). A signed JSON event is stored even when it holds what no table can hold (a NUL
+  character, a lone surrogate, ``1e999``, nesting past ``MAX_JSON_DEPTH``): its raw bytes
+  verbatim, and a copy with those places escaped and named (``events.escaped``);
 - 404 no such workspace, or no connection to that provider — the same answer for both;
 - 405 any other method;
 - 413 the body is larger than ``settings.webhook_max_body_bytes`` (reading stops at the cap);
@@ -52,9 +52,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.ingress.problems import PROBLEM_JSON, problem_response
 from services.ingress.webhook_batches import close_intake_connections, process_batcher
-from services.ingress.webhook_checks import Item, NotFound
-from shared.intake.parse import UNSTORABLE, MalformedEvent
+from services.ingress.webhook_checks import Item, NotFound, Outcome
+from shared.intake.contracts import uncounted_by_contracts
+from shared.intake.parse import MalformedEvent
 from shared.runtime.settings import Settings, get_settings
+from shared.trust.registry import RegistryError
 from shared.trust.secrets import SecretError
 from shared.trust.signatures import SignatureError
 
@@ -127,6 +129,33 @@ def _provider_label(provider: str) -> str:
 def _refused(provider: str, reason: str) -> None:
     """Count one refused delivery (stored nowhere), whatever refused it."""
     _metric("EVENTS_REFUSED", _provider_label(provider), reason)
+
+
+_SAID: set[tuple[str, str, str, str]] = set()
+
+
+def _count_uncounted(provider: str, workspace: str, outcome: Outcome) -> None:
+    """A new event that no registered contract can count (its type, its API version) is
+    counted in ``provely_events_ignored_total``, and said once per workspace and reason in the
+    log: it is stored, and the operations it is linked to name it, but nothing reads it."""
+    try:
+        found = uncounted_by_contracts(provider, outcome.event_type, outcome.api_version)
+    except RegistryError:
+        return
+    if found is None:
+        return
+    reason, detail = found
+    _metric("EVENTS_IGNORED", _provider_label(provider), reason)
+    said = (provider, workspace, reason, detail)
+    if reason == "api_version" and said not in _SAID and len(_SAID) < 4096:
+        _SAID.add(said)
+        log.warning(
+            "webhook intake: events to %s/%s will not count: %s (create the endpoint on a "
+            "contract's API version)",
+            provider,
+            workspace,
+            detail,
+        )
 
 
 EVENTS_PATH = "/v1/events/{provider}/{workspace}"
@@ -271,14 +300,6 @@ async def _answer_event(scope: Scope, receive: Receive, provider: str, workspace
         return _problem(400, "signature-refused", str(refused), reason=refused.reason)
     except MalformedEvent as malformed:
         _refused(provider, malformed.reason)
-        if malformed.reason == UNSTORABLE:
-            # Signed, so the provider sent it: refused with a 4xx it will not retry, once.
-            log.warning(
-                "webhook intake: refused a signed delivery to %s/%s that cannot be stored: %s",
-                provider,
-                workspace,
-                malformed,
-            )
         return _problem(400, "malformed-event", str(malformed), reason=malformed.reason)
     except (
         OperationalError,
@@ -300,6 +321,8 @@ async def _answer_event(scope: Scope, receive: Receive, provider: str, workspace
     _metric("EVENTS_RECEIVED", provider)
     if outcome.result.duplicate:
         _metric("EVENTS_DEDUPLICATED", provider)
+    else:
+        _count_uncounted(provider, workspace, outcome)
     return _Received(outcome.event_id, outcome.result.duplicate)
 
 

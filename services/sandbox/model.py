@@ -9,11 +9,13 @@ The methods live with their resource: :mod:`~services.sandbox.state` (tables, re
 ``--state`` format, lookup, rendering, clock controls), :mod:`~services.sandbox.listing` (lists),
 :mod:`~services.sandbox.events` (events, deliveries), :mod:`~services.sandbox.endpoints` (webhook
 endpoints), :mod:`~services.sandbox.charges`, :mod:`~services.sandbox.refunds` (refunds and their
-lifecycle) and :mod:`~services.sandbox.checkout` (checkout sessions).
+lifecycle), :mod:`~services.sandbox.checkout` (checkout sessions) and
+:mod:`~services.sandbox.balance` (balance transactions and the balance, derived).
 """
 
 from __future__ import annotations
 
+from services.sandbox.balance import Balances
 from services.sandbox.checkout import CheckoutSessions
 from services.sandbox.endpoints import WebhookEndpoints
 from services.sandbox.listing import Listings
@@ -22,5 +24,5 @@ from services.sandbox.refunds import Refunds
 __all__ = ["Sandbox"]
 
 
-class Sandbox(CheckoutSessions, Refunds, WebhookEndpoints, Listings):
+class Sandbox(CheckoutSessions, Refunds, WebhookEndpoints, Listings, Balances):
     """All provider state and every operation on it. Not thread-safe: one event loop owns it."""

@@ -97,6 +97,12 @@ def v1_routes(sandbox: Sandbox, api: Api) -> list[Route]:
             sandbox.webhook_endpoints.values(), url=url_path(request), params=params, filters={}
         )
 
+    def get_balance_transaction(request: Request, params: Params, ctx: RequestContext) -> Any:
+        return sandbox.get_balance_transaction(request.path_params["id"])
+
+    def get_balance(request: Request, params: Params, ctx: RequestContext) -> Any:
+        return sandbox.balance()
+
     def get_endpoint(request: Request, params: Params, ctx: RequestContext) -> Any:
         return sandbox.get(sandbox.webhook_endpoints, "webhook endpoint", request.path_params["id"])
 
@@ -286,6 +292,12 @@ def v1_routes(sandbox: Sandbox, api: Api) -> list[Route]:
             api(get_session, mutates=False, returns="checkout.session"),
             methods=["GET"],
         ),
+        Route(
+            "/v1/balance_transactions/{id}",
+            api(get_balance_transaction, mutates=False),
+            methods=["GET"],
+        ),
+        Route("/v1/balance", api(get_balance, mutates=False), methods=["GET"]),
         Route(
             "/v1/{rest:path}",
             api(unknown, mutates=False),

@@ -16,6 +16,7 @@ Modules:
 - ``engine``        ``decide`` (the verdict engine), ``state_after`` and ``deadline_of``
 - ``reasons``       the reasons of an open decision and the sentences that explain them
 - ``events``        the webhook channel's reduction of stored provider events
+- ``ignored``       why a stored event counts for nothing in an operation, said in a sentence
 - ``schedule``      the wait before each observation, and jitter
 - ``paths``         readback paths: dot segments, paths inside a skill's declared paths
 - ``queries``       readback queries: the parameters a skill lets each readback path take
@@ -25,6 +26,7 @@ Modules:
 - ``claim``         what may be said about an operation: its completion level and claim
 - ``receipt``       the receipt as data: its body, the signed bytes, the travelling document
 - ``storable``      what a JSON value must be for Provely to store it
+- ``storable_copy`` a copy of a provider's JSON value every table holds, its escapes named
 - ``patterns``      contract authors' regular expressions, compiled with RE2
 - ``skill``         the skill manifest as data
 - ``lint``          static checks of contracts and skill manifests (a package: ``findings``,

@@ -51,6 +51,7 @@ from shared.core.expressions import (
     compile_operand,
 )
 from shared.core.expressions import compile_expression as _compile
+from shared.core.ignored import event_api_version
 from shared.core.operators import evaluate
 from shared.core.types import EventRecord
 
@@ -70,13 +71,6 @@ def _whole_second(value: datetime) -> int:
 
 def _compile_rules(rules: Iterable[MatchRule]) -> list[tuple[Expression, Any, Operand]]:
     return [(_compile(rule.path), rule.op, compile_operand(rule.value)) for rule in rules]
-
-
-def _api_version(event: EventRecord) -> str | None:
-    if event.api_version is not None:
-        return event.api_version
-    value = event.body.get("api_version") if isinstance(event.body, dict) else None
-    return value if isinstance(value, str) else None
 
 
 def reduce_events(
@@ -123,7 +117,7 @@ def reduce_events(
         ]
         if False in truths:
             continue
-        if accepted and _api_version(event) not in accepted:
+        if accepted and event_api_version(event) not in accepted:
             unsupported += 1
             continue
         if None in truths:

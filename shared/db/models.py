@@ -42,6 +42,7 @@ __all__ = [
     "OperationEvent",
     "Receipt",
     "ReceiptKey",
+    "RefusedDelivery",
     "Transition",
     "UtcDateTime",
     "WatchKey",
@@ -262,6 +263,26 @@ class Event(Base):
     raw: Mapped[bytes] = mapped_column(LargeBinary)
     digest: Mapped[str] = mapped_column(String(64))
     duplicates: Mapped[int] = mapped_column(Integer, default=0)
+    received_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    # The places of ``body`` escaped to be storable (NUL, a lone surrogate, 1e999, too deep);
+    # NULL: ``body`` is the provider's document as sent (``raw`` is verbatim either way).
+    escaped: Mapped[list[str] | None] = mapped_column(Json, nullable=True)
+
+
+class RefusedDelivery(Base):
+    """A delivery to a connection that was refused (its signature failed, or its body is not a
+    JSON event): what, when and why — never its body (a refused delivery is stored nowhere)."""
+
+    __tablename__ = "refused_deliveries"
+    __table_args__ = (Index("ix_refused_deliveries_ws_time", "workspace_id", "received_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    workspace_id: Mapped[str] = mapped_column(String(40))
+    provider: Mapped[str] = mapped_column(String(64))
+    connection_id: Mapped[str] = mapped_column(String(40))
+    reason: Mapped[str] = mapped_column(String(64))
+    http_status: Mapped[int] = mapped_column(Integer)
+    size: Mapped[int] = mapped_column(Integer)
     received_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 

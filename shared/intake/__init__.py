@@ -11,6 +11,7 @@ Modules (each imports only those above it in this list):
                  event and an operation (strategy, strong or weak, learning the subject)
 - ``results``    ``Delivery``, ``Link``, ``IntakeResult`` (which links wake, which are late)
 - ``store``      ``store_event`` / ``store_many``: each event once, with its keys, into the backlog
+- ``refusals``   ``record_refusals``: a refused delivery's metadata (never its body)
 - ``settle``     after the links: wakes, rechecks of watched operations, out of the backlog
 - ``correlate``  one event at a time (``correlate_event``), one operation at a time
                  (``correlate_pending_events``), and ``lock_correlation`` that orders the two

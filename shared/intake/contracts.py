@@ -1,6 +1,7 @@
 """What the intake reads of the registry: a provider's event shape, the contract an operation
-was created with, the providers whose events may correlate with a contract, and the names of the
-fingerprint keys a provider's contracts correlate on.
+was created with, the providers whose events may correlate with a contract, the names of the
+fingerprint keys a provider's contracts correlate on, and why no registered contract can count
+an event (:func:`uncounted_by_contracts`: its type, or its API version).
 
 The registry module is loaded at first use (it costs about 0.2 s); what correlation derives
 from a contract is computed once per contract object (:func:`derived_of_contract`).
@@ -25,6 +26,8 @@ __all__ = [
     "event_providers",
     "event_shape_for",
     "fingerprint_key_names",
+    "read_api_versions",
+    "uncounted_by_contracts",
 ]
 
 log = logging.getLogger(__name__)
@@ -112,6 +115,69 @@ def fingerprint_key_names(provider: str) -> frozenset[str]:
 
 # provider -> (the registry it was computed from, names); recomputed when the registry changes
 _fingerprint_names: dict[str, tuple[Any, frozenset[str]]] = {}
+
+
+def _readers(registry: Any, provider: str, event_type: str) -> list[Contract]:
+    """The registered contracts with a webhook channel that reads ``event_type`` of
+    ``provider``."""
+    found = []
+    for entry in registry.entries():
+        contract: Contract = entry.contract
+        for ch in contract.channels:
+            webhook = ch.webhook
+            if (
+                webhook is not None
+                and ch.provider_of(contract) == provider
+                and event_type in webhook.event_types
+            ):
+                found.append(contract)
+                break
+    return found
+
+
+def read_api_versions(provider: str) -> list[str]:
+    """The API versions the registered contracts that read ``provider``'s events name, sorted
+    (what an endpoint of that provider must send for its events to count)."""
+    versions: set[str] = set()
+    for entry in _registry().entries():
+        contract: Contract = entry.contract
+        if any(
+            ch.webhook is not None and ch.provider_of(contract) == provider
+            for ch in contract.channels
+        ):
+            versions.update(contract.provider_api_versions)
+    return sorted(versions)
+
+
+def uncounted_by_contracts(
+    provider: str, event_type: str, api_version: str | None
+) -> tuple[str, str] | None:
+    """Why no registered contract can count an event of ``provider`` (``type_unread``: no
+    channel reads its type; ``api_version``: every contract that reads it names other API
+    versions), with a phrase that says it; ``None`` when one may. Computed once per registry
+    and (provider, type, version)."""
+    registry = _registry()
+    key = (provider, event_type, api_version)
+    cached = _uncounted.get(key)
+    if cached is not None and cached[0] is registry:
+        return cached[1]
+    readers = _readers(registry, provider, event_type)
+    found: tuple[str, str] | None = None
+    if not readers:
+        found = ("type_unread", f"no contract of {provider} reads {event_type}")
+    elif all(
+        c.provider_api_versions and api_version not in c.provider_api_versions for c in readers
+    ):
+        versions = sorted({v for c in readers for v in c.provider_api_versions})
+        shown = api_version if api_version is not None else "(none)"
+        found = ("api_version", f"api_version {shown} is not among {', '.join(versions)}")
+    if len(_uncounted) >= 4096:
+        _uncounted.clear()
+    _uncounted[key] = (registry, found)
+    return found
+
+
+_uncounted: dict[tuple[str, str, str | None], tuple[Any, tuple[str, str] | None]] = {}
 
 
 def registry_contract(contract_hash: str) -> Contract | None:

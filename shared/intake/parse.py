@@ -2,8 +2,11 @@
 
 :func:`parse_event` reads the event by the provider skill's ``event_shape`` (id, type, the
 event's own creation time, api version, object id, the correlation keys it carries). Malformed
-JSON or a missing id / type / time raises :class:`MalformedEvent`; a body that no table can hold
-raises it with the reason :data:`UNSTORABLE`. The expression reader here (``$event.*``,
+JSON (``NaN`` and ``Infinity`` are not JSON) or a missing id / type / time raises
+:class:`MalformedEvent`. A body that is JSON is always read: what no table can hold (a NUL
+character, a lone surrogate, ``1e999``, nesting past the limit) is escaped in the copy that is
+stored and matched (``shared.core.storable_copy``), and :attr:`ParsedEvent.escaped` names the
+places; the raw bytes are kept verbatim beside it. The expression reader here (``$event.*``,
 ``$delivery.*``) is the one the correlation rules read operations with (``shared.intake.rules``).
 
 Errors::
@@ -21,10 +24,10 @@ from functools import lru_cache
 from typing import Any
 
 from shared.core.skill import EventShape
-from shared.core.storable import unstorable
+from shared.core.storable_copy import storable_copy
 from shared.trust.signatures import VerifiedDelivery
 
-__all__ = ["UNSTORABLE", "MalformedEvent", "ParsedEvent", "parse_event"]
+__all__ = ["MalformedEvent", "ParsedEvent", "parse_event"]
 
 _MAX_ID = 255
 _MAX_TYPE = 200
@@ -32,10 +35,6 @@ _MAX_VERSION = 64
 MAX_KEY_VALUE = 255
 # Epoch seconds a provider timestamp may take: 2000-01-01 .. 2100-01-01.
 _MIN_EPOCH, _MAX_EPOCH = 946_684_800, 4_102_444_800
-
-
-UNSTORABLE = "unstorable"
-"""The reason of a verified body that no table can hold (``shared.core.storable``)."""
 
 
 class MalformedEvent(ValueError):
@@ -56,6 +55,8 @@ class ParsedEvent:
     object_id: str | None = None
     idempotency_key: str | None = None
     keys: Mapping[str, str] = field(default_factory=dict)
+    escaped: tuple[str, ...] = ()
+    """Places of ``body`` escaped to be storable (empty: ``body`` is the provider's own)."""
 
 
 # ------------------------------------------------------------------------------------ parsing
@@ -142,17 +143,13 @@ def parse_event(
     signature's timestamp.
     """
     try:
-        doc = json.loads(body)
+        parsed = json.loads(body, parse_constant=_not_json)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise MalformedEvent("malformed_json", "the body is not valid JSON") from exc
-    if not isinstance(doc, dict):
+    if not isinstance(parsed, dict):
         raise MalformedEvent("malformed_event", "the body is not a JSON object")
-    found = unstorable(doc)
-    if found is not None:
-        # NaN, a NUL character, a lone surrogate, too deep: no retry can ever store it.
-        raise MalformedEvent(
-            UNSTORABLE, f"the event cannot be stored: {found.field} {found.message}"
-        )
+    copy = storable_copy(parsed)
+    doc = copy.value
     meta = {
         "id": delivery.delivery_id,
         "timestamp": delivery.timestamp,
@@ -195,4 +192,10 @@ def parse_event(
         object_id=object_id,
         idempotency_key=idempotency_key,
         keys=keys,
+        escaped=copy.places,
     )
+
+
+def _not_json(constant: str) -> Any:
+    """``NaN``, ``Infinity`` and ``-Infinity``: Python's parser reads them, JSON has none."""
+    raise ValueError(f"{constant} is not JSON")

@@ -52,10 +52,10 @@ _PG_STORE = text(
     WITH inserted AS (
         INSERT INTO events (workspace_id, provider, event_id, type, provider_timestamp,
                             api_version, object_id, idempotency_key, body, raw, digest,
-                            duplicates, received_at)
+                            duplicates, received_at, escaped)
         VALUES (:workspace_id, :provider, :event_id, :type, :provider_timestamp,
                 :api_version, :object_id, :idempotency_key, CAST(:body AS JSON), :raw, :digest,
-                0, :received_at)
+                0, :received_at, CAST(:escaped AS JSON))
         ON CONFLICT (workspace_id, provider, event_id) DO NOTHING
         RETURNING id
     ), keyed AS (
@@ -101,6 +101,7 @@ def store_event(
             digest=hashlib.sha256(raw).hexdigest(),
             duplicates=0,
             received_at=now,
+            escaped=list(event.escaped) or None,
         )
         .on_conflict_do_nothing(index_elements=["workspace_id", "provider", "event_id"])
         .returning(Event.id)
@@ -126,6 +127,7 @@ def store_event(
                 "raw": raw,
                 "digest": hashlib.sha256(raw).hexdigest(),
                 "received_at": now,
+                "escaped": _escaped_text(event),
                 "names": [name for name, _ in keys],
                 "values": [value for _, value in keys],
             },
@@ -174,14 +176,14 @@ _PG_STORE_MANY = """
             CAST(%(typ)b AS TEXT[]), CAST(%(ts)b AS TIMESTAMPTZ[]), CAST(%(api)b AS TEXT[]),
             CAST(%(obj)b AS TEXT[]), CAST(%(idem)b AS TEXT[]), CAST(%(body)b AS TEXT[]),
             CAST(%(raw)b AS BYTEA[]), CAST(%(digest)b AS TEXT[]),
-            CAST(%(recv)b AS TIMESTAMPTZ[]), CAST(%(n)b AS INT[])
-        ) AS t(ws, prov, eid, typ, ts, api, obj, idem, body, raw, digest, recv, n)
+            CAST(%(recv)b AS TIMESTAMPTZ[]), CAST(%(n)b AS INT[]), CAST(%(esc)b AS TEXT[])
+        ) AS t(ws, prov, eid, typ, ts, api, obj, idem, body, raw, digest, recv, n, esc)
     ), inserted AS (
         INSERT INTO events (workspace_id, provider, event_id, type, provider_timestamp,
                             api_version, object_id, idempotency_key, body, raw, digest,
-                            duplicates, received_at)
+                            duplicates, received_at, escaped)
         SELECT ws, prov, eid, typ, ts, api, obj, idem, CAST(body AS JSON), raw, digest, n - 1,
-               recv
+               recv, CAST(esc AS JSON)
         FROM batch
         ORDER BY ws, prov, eid
         ON CONFLICT (workspace_id, provider, event_id) DO NOTHING
@@ -275,10 +277,18 @@ async def store_many_async(conn: Any, deliveries: Sequence[Delivery]) -> list[In
 _Key = tuple[str, str, str]
 
 
+def _escaped_text(event: ParsedEvent) -> str | None:
+    """``events.escaped`` as JSON text (NULL when nothing was escaped)."""
+    return json.dumps(list(event.escaped)) if event.escaped else None
+
+
 def _json_text(d: Delivery) -> str:
     """The event's JSON text for the ``body`` column: the raw body itself when it is UTF-8
     without a byte order mark (it is the document the event was parsed from, and PostgreSQL's
-    JSON parser refuses a mark), else the document written out again."""
+    JSON parser refuses a mark) and nothing in it was escaped, else the (escaped) document
+    written out again."""
+    if d.event.escaped:
+        return json.dumps(d.event.body, separators=(",", ":"))
     try:
         text = d.raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -326,6 +336,7 @@ class _StorePlan:
             "digest": [hashlib.sha256(d.raw).hexdigest() for d in new],
             "recv": [d.now for d in new],
             "n": [times[(d.workspace_id, d.provider, d.event.event_id)] for d in new],
+            "esc": [_escaped_text(d.event) for d in new],
             "k_ws": [k[0] for k in key_rows],
             "k_prov": [k[1] for k in key_rows],
             "k_eid": [k[2] for k in key_rows],

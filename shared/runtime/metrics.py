@@ -16,6 +16,9 @@ Metric names (:data:`LABEL_VALUES` lists the values a label takes where they are
 - ``provely_events_deduplicated_total{provider}``: deliveries of an event already stored.
 - ``provely_events_refused_total{provider,reason}``: deliveries refused and stored nowhere,
   every kind (:data:`REFUSAL_REASONS`).
+- ``provely_events_ignored_total{provider,reason}``: new events stored that no registered
+  contract can count (:data:`IGNORE_REASONS`: ``api_version``, ``type_unread``); the
+  operation resource names those linked to it (``blocked_by``).
 - ``provely_operations{state}``: operations by state, counted in the database at scrape time.
 - ``provely_operation_transitions_total{state}``: state changes written, by the new state.
 - ``provely_observation_latency_seconds{channel,verifier,status}``: one channel reading.
@@ -43,8 +46,10 @@ from shared.runtime.logs import get_logger
 
 __all__ = [
     "EVENTS_DEDUPLICATED",
+    "EVENTS_IGNORED",
     "EVENTS_RECEIVED",
     "EVENTS_REFUSED",
+    "IGNORE_REASONS",
     "LABEL_VALUES",
     "OBSERVATION_LATENCY",
     "OPERATION_TRANSITIONS",
@@ -79,6 +84,11 @@ EVENTS_DEDUPLICATED = Counter(
 EVENTS_REFUSED = Counter(
     "provely_events_refused_total",
     "Deliveries refused and stored nowhere (bad signature, too large, malformed …).",
+    ["provider", "reason"],
+)
+EVENTS_IGNORED = Counter(
+    "provely_events_ignored_total",
+    "New events stored that no registered contract can count (its API version, its type).",
     ["provider", "reason"],
 )
 OPERATION_TRANSITIONS = Counter(
@@ -132,11 +142,14 @@ REFUSAL_REASONS: frozenset[str] = frozenset(
         "missing_event_id",
         "missing_event_type",
         "missing_event_time",
-        "unstorable",
     }
 )
 """Every ``reason`` of ``provely_events_refused_total`` (a test keeps it in step with the
 reasons the intake, the signature schemes and the event parser give)."""
+
+IGNORE_REASONS: frozenset[str] = frozenset({"api_version", "type_unread"})
+"""Every ``reason`` of ``provely_events_ignored_total``
+(``shared.intake.contracts.uncounted_by_contracts``)."""
 
 _STATES = frozenset(state.value for state in OperationState)
 _VERDICTS = frozenset(verdict.value for verdict in Verdict)
@@ -145,6 +158,7 @@ LABEL_VALUES: dict[str, dict[str, frozenset[str] | None]] = {
     "provely_events_received_total": {"provider": None},
     "provely_events_deduplicated_total": {"provider": None},
     "provely_events_refused_total": {"provider": None, "reason": REFUSAL_REASONS},
+    "provely_events_ignored_total": {"provider": None, "reason": IGNORE_REASONS},
     "provely_operations": {"state": _STATES},
     "provely_operation_transitions_total": {"state": _STATES},
     "provely_observation_latency_seconds": {

@@ -123,3 +123,54 @@ def test_the_readme_curl_session_runs_verbatim(running: tuple[Path, dict[str, st
     assert any(line.startswith("valid: receipt rcpt_") for line in lines), run.stdout[-3000:]
     # The scratch files went to a temporary directory, not where the user stands.
     assert set(home.iterdir()) == before
+
+
+OTHER_VERSION = "2025-03-31.basil"
+
+
+def session_on_another_version(block: str) -> str:
+    """The README block with its endpoint created on another API version (as a real account's
+    default would be), up to the action report, then a bounded wait for what the operation
+    says instead of the README's unbounded PENDING loop."""
+    endpoint = "-d url=$API/v1/events/stripe/$WS -d 'enabled_events[]=*'"
+    assert endpoint in block, "the README creates its endpoint differently now"
+    changed = block.replace(endpoint, f"{endpoint} -d api_version={OTHER_VERSION}")
+    head = changed.split("\nwhile ", 1)[0]
+    return head + (
+        "\nfor _ in $(seq 1 90); do\n"
+        '  BLOCKED=$(curl -s $API/v1/operations/$OP -H "Authorization: Bearer $KEY" '
+        "| field blocked_by)\n"
+        '  [ "$BLOCKED" != None ] && break\n'
+        "  sleep 1\n"
+        "done\n"
+        'curl -s $API/v1/operations/$OP -H "Authorization: Bearer $KEY" | field verdict\n'
+        'echo "blocked_by: $BLOCKED"\n'
+        'provely connection check --workspace $WS || echo "check exit $?"\n'
+    )
+
+
+def test_the_readme_session_on_another_api_version_names_the_version(
+    running: tuple[Path, dict[str, str]],
+) -> None:
+    """The README session with one change — the endpoint created on another Stripe API
+    version — ends with an answer that names the version, not a silent PENDING (#33)."""
+    home, env = running
+    run = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", session_on_another_version(readme_session())],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert "PENDING" in lines, run.stdout[-3000:]
+    blocked = [line for line in lines if line.startswith("blocked_by: ")]
+    assert blocked, run.stdout[-3000:]
+    assert f"api_version {OTHER_VERSION} is not among 2026-08-26" in blocked[0], blocked
+    assert "events ignored" in blocked[0] or "event ignored" in blocked[0]
+    # connection set warned, and connection check names the endpoint and exits 1.
+    assert f"sends api_version {OTHER_VERSION}" in run.stderr, run.stderr[-3000:]
+    assert "check exit 1" in lines, run.stdout[-3000:]

@@ -88,6 +88,8 @@ class _ContractLinter(ExpressionLinter):
             self.err("id", "must be dotted lower-case words such as provider.object.level")
         if not self.c.provider_api_versions:
             self.err("provider_api_versions", "name at least one provider API version")
+        if len(set(self.c.provider_api_versions)) != len(self.c.provider_api_versions):
+            self.err("provider_api_versions", "names a version twice")
 
     def _inputs(self) -> None:
         for name, spec in self.c.input.items():

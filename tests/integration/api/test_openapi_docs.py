@@ -41,6 +41,7 @@ EXPECTED_IDS = {
     "get_health",
     "get_readiness",
     "receive_event",
+    "list_deliveries",
 }
 
 
@@ -115,6 +116,25 @@ def test_every_operation_has_an_id_a_description_and_valid_examples(pg_api: Api)
                 validator = Draft202012Validator({**root, **content["schema"]})
                 for error in validator.iter_errors(content["example"]):
                     problems.append(f"{where} {status} {media}: {error.message}")
+    assert problems == []
+
+
+def test_every_request_body_has_a_valid_example(pg_api: Api) -> None:
+    """#33: request bodies had no examples in the OpenAPI document."""
+    spec = pg_api.client.get("/openapi.json").json()
+    root = {"components": spec["components"]}
+    problems: list[str] = []
+    bodies = 0
+    for method, path, operation in _operations(spec):
+        for media, content in (operation.get("requestBody") or {}).get("content", {}).items():
+            bodies += 1
+            where = f"{method} {path} {media}"
+            if "example" not in content:
+                problems.append(f"{where}: no example")
+                continue
+            validator = Draft202012Validator({**root, **content["schema"]})
+            problems += [f"{where}: {e.message}" for e in validator.iter_errors(content["example"])]
+    assert bodies >= 6
     assert problems == []
 
 

@@ -1,19 +1,23 @@
-"""A correctly signed delivery that can never be stored (NaN anywhere, a NUL character or a
-lone surrogate in the event id, the type or a key, nesting past the limit) is answered 400 —
-so the provider stops retrying it — stored nowhere, counted and logged once."""
+"""A correctly signed delivery whose body is JSON is stored, always — even when it holds what no
+table can hold (a NUL character or a lone surrogate in its id, its type, a key or a value,
+``1e999``, nesting past the limit): its raw bytes verbatim, and a copy with those places
+escaped and named in ``events.escaped``, which matching reads (#33). Only a body that is not
+JSON (``NaN`` and ``Infinity`` are not) is refused, and then nothing is stored."""
 
 from __future__ import annotations
 
 import json
-import logging
 import time
 import warnings
 
 import pytest
 from prometheus_client import REGISTRY
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
 
 from shared.core.storable import MAX_JSON_DEPTH
+from shared.core.storable_copy import TOO_DEEP
+from shared.db.models import Event, EventKey
 
 from .conftest import Tenant, counts, refund, signed
 
@@ -39,18 +43,116 @@ def deep(depth: int) -> str:
     return "[" * depth + "]" * depth
 
 
-CASES = {
-    "NUL in the event id": event_text(event_id='"evt_\\u0000x"'),
-    "NUL in the type": event_text(event_type='"refund.\\u0000updated"'),
-    "NUL in a key": event_text(extra=', "a\\u0000b": 1'),
-    "lone surrogate in the id": event_text(event_id='"evt_\\ud800"'),
-    "lone surrogate in a value": event_text(extra=', "note": "\\udc00"'),
-    "NaN": event_text(extra=', "amount_x": NaN'),
-    "Infinity": event_text(extra=', "amount_x": Infinity'),
-    "1e999": event_text(extra=', "amount_x": -1e999'),
-    "too deep": event_text(extra=f', "deep": {deep(MAX_JSON_DEPTH + 1)}'),
-    "deep 900": event_text(extra=f', "deep": {deep(900)}'),
+# case: (body, stored event id, an escaped place, what the copy holds there)
+STORED = {
+    "NUL in a note (the issue's case)": (
+        event_text(event_id='"evt_note"', extra=', "note": "a\\u0000b"'),
+        "evt_note",
+        "data.object.note",
+        "a\\u0000b",
+    ),
+    "NUL in the event id": (
+        event_text(event_id='"evt_\\u0000x"'),
+        "evt_\\u0000x",
+        "id",
+        "evt_\\u0000x",
+    ),
+    "NUL in the type": (
+        event_text(event_id='"evt_type"', event_type='"refund.\\u0000updated"'),
+        "evt_type",
+        "type",
+        "refund.\\u0000updated",
+    ),
+    "NUL in a key": (
+        event_text(event_id='"evt_key"', extra=', "a\\u0000b": 1'),
+        "evt_key",
+        "data.object.a\\u0000b",
+        1,
+    ),
+    "lone surrogate in the id": (
+        event_text(event_id='"evt_\\ud800"'),
+        "evt_\\ud800",
+        "id",
+        "evt_\\ud800",
+    ),
+    "lone surrogate in a value": (
+        event_text(event_id='"evt_sur"', extra=', "note": "\\udc00"'),
+        "evt_sur",
+        "data.object.note",
+        "\\udc00",
+    ),
+    "1e999": (
+        event_text(event_id='"evt_big"', extra=', "amount_x": -1e999'),
+        "evt_big",
+        "data.object.amount_x",
+        "-inf",
+    ),
+    "too deep": (
+        event_text(event_id='"evt_deep"', extra=f', "deep": {deep(MAX_JSON_DEPTH + 1)}'),
+        "evt_deep",
+        "data.object.deep" + "[0]" * (MAX_JSON_DEPTH - 3),
+        TOO_DEEP,
+    ),
+    "deep 900": (
+        event_text(event_id='"evt_deep900"', extra=f', "deep": {deep(900)}'),
+        "evt_deep900",
+        "data.object.deep" + "[0]" * (MAX_JSON_DEPTH - 3),
+        TOO_DEEP,
+    ),
 }
+
+
+def at(doc: object, place: str) -> object:
+    """The value at a dotted place with ``[i]`` indexes (keys hold no dots here)."""
+    head, *indexes = place.split("[")
+    value = doc
+    for part in head.split("."):
+        assert isinstance(value, dict)
+        value = value[part]
+    for index in indexes:
+        assert isinstance(value, list)
+        value = value[int(index.rstrip("]"))]
+    return value
+
+
+@pytest.mark.parametrize("case", list(STORED))
+def test_a_signed_json_delivery_is_stored_with_its_unstorable_places_escaped(
+    client: TestClient, tenant: Tenant, pg_engine: Engine, case: str
+) -> None:
+    body, event_id, place, copied = STORED[case]
+    response = client.post(tenant.path, content=body, headers=signed(body))
+    assert response.status_code == 200, response.text
+    with Session(pg_engine) as session:
+        row = session.execute(
+            select(Event).where(
+                Event.workspace_id == tenant.workspace_id, Event.event_id == event_id
+            )
+        ).scalar_one()
+        keys = dict(
+            session.execute(
+                select(EventKey.name, EventKey.value).where(EventKey.event_pk == row.id)
+            ).all()
+        )
+    assert bytes(row.raw) == body  # the provider's bytes, verbatim
+    assert row.escaped is not None
+    assert place in row.escaped
+    assert at(row.body, place) == copied
+    assert keys.get("object_id") == "re_u"  # matching reads the copy
+    # A repeat is a duplicate like any other.
+    again = client.post(tenant.path, content=body, headers=signed(body))
+    assert again.status_code == 200
+    assert again.json().get("duplicate") is True
+
+
+def test_a_body_stored_as_sent_is_not_marked(
+    client: TestClient, tenant: Tenant, pg_engine: Engine
+) -> None:
+    body = event_text(event_id='"evt_plain"', extra=', "note": "a\\\\u0000b"')
+    assert client.post(tenant.path, content=body, headers=signed(body)).status_code == 200
+    with Session(pg_engine) as session:
+        row = session.execute(select(Event).where(Event.event_id == "evt_plain")).scalar_one()
+    assert row.escaped is None
+    assert row.body["data"]["object"]["note"] == "a\\u0000b"
 
 
 def refused_count(reason: str) -> float:
@@ -60,25 +162,15 @@ def refused_count(reason: str) -> float:
     return value or 0.0
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_a_signed_delivery_that_cannot_be_stored_is_refused_with_a_4xx(
-    client: TestClient,
-    tenant: Tenant,
-    pg_engine: Engine,
-    case: str,
-    caplog: pytest.LogCaptureFixture,
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+def test_a_body_that_is_not_json_is_refused_and_nothing_is_stored(
+    client: TestClient, tenant: Tenant, pg_engine: Engine, literal: str
 ) -> None:
-    body = CASES[case]
-    before = refused_count("unstorable")
-    with caplog.at_level(logging.WARNING, logger="services.ingress.webhooks"):
-        response = client.post(tenant.path, content=body, headers=signed(body))
+    body = event_text(event_id='"evt_nan"', extra=f', "amount_x": {literal}')
+    before = refused_count("malformed_json")
+    response = client.post(tenant.path, content=body, headers=signed(body))
     assert response.status_code == 400, response.text
     assert response.headers["content-type"].startswith("application/problem+json")
-    assert response.json()["reason"] == "unstorable"
+    assert response.json()["reason"] == "malformed_json"
     assert counts(pg_engine) == (0, 0, 0)
-    assert refused_count("unstorable") == before + 1
-    logged = [r for r in caplog.records if "cannot be stored" in r.getMessage()]
-    assert len(logged) == 1
-    # The same connection's next, storable delivery is stored.
-    good = event_text(event_id=f'"evt_after_{abs(hash(case))}"')
-    assert client.post(tenant.path, content=good, headers=signed(good)).status_code == 200
+    assert refused_count("malformed_json") == before + 1

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from shared.core.storable import MAX_JSON_DEPTH, too_deep_in_text, unstorable
+from shared.core.storable_copy import TOO_DEEP, escaped_text, storable_copy
 
 
 def nested(depth: int) -> Any:
@@ -96,3 +97,50 @@ def test_shallow_text_is_not_too_deep() -> None:
     assert too_deep_in_text('{"a": [[{"b": [1, 2]}]], "c": "[[[[["}') is None
     assert too_deep_in_text("]]]}") is None
     assert too_deep_in_text('{"a": {}}', max_depth=0) is not None
+
+
+# ------------------------------------------------------------------ the storable copy (#33)
+
+
+@pytest.mark.parametrize(
+    ("value", "copied", "places"),
+    [
+        ({"note": "a\x00b"}, {"note": "a\\u0000b"}, ("note",)),
+        ({"a\x00": 1}, {"a\\u0000": 1}, ("a\\u0000",)),
+        ({"a": ["\ud800", "ok"]}, {"a": ["\\ud800", "ok"]}, ("a[0]",)),
+        ({"n": float("inf"), "m": -float("inf")}, {"n": "inf", "m": "-inf"}, ("n", "m")),
+        ({"d": nested(3)}, {"d": [TOO_DEEP]}, ("d[0]",)),
+        ("x\x00", "x\\u0000", ("body",)),
+    ],
+)
+def test_the_storable_copy_escapes_and_names_each_place(
+    value: Any, copied: Any, places: tuple[str, ...]
+) -> None:
+    copy = storable_copy(value, max_depth=2)
+    assert copy.value == copied
+    assert copy.places == places
+    assert unstorable(copy.value, max_depth=2) is None
+
+
+def test_a_storable_value_is_its_own_copy() -> None:
+    value = {"a": [1, "é", {"b": None}]}
+    copy = storable_copy(value)
+    assert copy.value is value
+    assert copy.places == ()
+
+
+def test_the_copy_of_a_very_deep_value_needs_no_deep_recursion() -> None:
+    copy = storable_copy({"a": nested(50_000)})
+    assert unstorable(copy.value) is None
+    assert len(copy.places) == 1
+
+
+def test_an_escaped_key_equal_to_another_keeps_the_first() -> None:
+    copy = storable_copy({"a\\u0000": 1, "a\x00": 2})
+    assert copy.value == {"a\\u0000": 1}
+    assert copy.places == ("a\\u0000",)
+
+
+def test_escaped_text_leaves_ordinary_text_alone() -> None:
+    assert escaped_text("日本 é") == "日本 é"
+    assert escaped_text("a\x00\udc00") == "a\\u0000\\udc00"

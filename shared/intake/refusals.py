@@ -1,0 +1,69 @@
+"""The record of refused deliveries: a delivery to a connection that was refused because its
+signature failed or its body is not a JSON event leaves one ``refused_deliveries`` row — the
+connection, the reason, the answer, the body's size and the time — and never its body (safety
+rule 9: a delivery whose signature fails is stored nowhere). Deliveries to an address with no
+connection are not recorded (anyone may send them; the metrics count them).
+
+:func:`record_refusals` writes them in the transaction of the batch they arrived with
+(:func:`record_refusals_async` on the intake's psycopg asyncio connections). The caller owns
+the transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, insert
+from sqlalchemy.orm import Session
+
+from shared.db.models import RefusedDelivery
+
+__all__ = ["Refusal", "record_refusals", "record_refusals_async"]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """One refused delivery to a connection, without its body."""
+
+    workspace_id: str
+    provider: str
+    connection_id: str
+    reason: str
+    http_status: int
+    size: int
+    received_at: datetime
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "workspace_id": self.workspace_id,
+            "provider": self.provider,
+            "connection_id": self.connection_id,
+            "reason": self.reason,
+            "http_status": self.http_status,
+            "size": self.size,
+            "received_at": self.received_at,
+        }
+
+
+def record_refusals(db: Session | Connection, refusals: Sequence[Refusal]) -> None:
+    """Write the refusals (nothing when there are none)."""
+    if refusals:
+        db.execute(insert(RefusedDelivery), [r.row() for r in refusals])
+
+
+_PG_INSERT = """
+    INSERT INTO refused_deliveries (workspace_id, provider, connection_id, reason,
+                                    http_status, size, received_at)
+    VALUES (%(workspace_id)s, %(provider)s, %(connection_id)s, %(reason)s,
+            %(http_status)s, %(size)s, %(received_at)s)
+    """
+
+
+async def record_refusals_async(conn: Any, refusals: Sequence[Refusal]) -> None:
+    """:func:`record_refusals` on a psycopg ``AsyncConnection`` (the webhook intake's own)."""
+    if refusals:
+        async with conn.cursor() as cursor:
+            await cursor.executemany(_PG_INSERT, [r.row() for r in refusals])

@@ -52,6 +52,11 @@ def _error_body(exc: stripe.StripeError) -> dict[str, Any]:
     return {"error": {"type": type(exc).__name__, "message": str(exc)}}
 
 
+def _refunds(stripe_client: stripe.StripeClient) -> Any:
+    """``client.v1.refunds`` (stripe >= 12), else the older ``client.refunds``."""
+    return getattr(stripe_client, "v1", stripe_client).refunds
+
+
 def _already_acted(op: OperationOut) -> bool:
     return op.action.phase is not None
 
@@ -78,8 +83,8 @@ def refund_with_proof(
         return op
     provely.report_started(op.id)
     try:
-        refund = stripe_client.refunds.create(
-            params=_params(charge, amount, reason),  # type: ignore[arg-type]
+        refund = _refunds(stripe_client).create(
+            params=_params(charge, amount, reason),
             options={"idempotency_key": op.id},
         )
     except stripe.APIConnectionError as exc:
@@ -111,8 +116,8 @@ async def refund_with_proof_async(
         return op
     await provely.report_started(op.id)
     try:
-        refund = await stripe_client.refunds.create_async(
-            params=_params(charge, amount, reason),  # type: ignore[arg-type]
+        refund = await _refunds(stripe_client).create_async(
+            params=_params(charge, amount, reason),
             options={"idempotency_key": op.id},
         )
     except stripe.APIConnectionError as exc:

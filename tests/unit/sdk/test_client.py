@@ -12,7 +12,10 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from provely_sdk import ApiError, AsyncProvely, NotFound, OperationOut, Provely, TransportError
+
+from tests.unit.sdk.test_receipts import BODY, _key_entry, _sign
 
 BASE = "http://provely.test"
 
@@ -234,3 +237,26 @@ def test_guidance_follows_the_served_retry_fields(
     assert words in op.guidance
     repeat_forbidden = "Do not repeat the refund" in op.guidance
     assert repeat_forbidden == (action != "allowed_as_new_operation")
+
+
+def test_receipt_keys_are_fetched_once_and_again_only_for_an_unknown_key() -> None:
+    first, second = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+    published = [[_key_entry(first)], [_key_entry(second), _key_entry(first, status="retired")]]
+    fetched: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/v1/receipts/keys"
+        fetched.append(1)
+        return httpx.Response(200, json={"keys": published[min(len(fetched) - 1, 1)]})
+
+    client = Provely(BASE, "k", http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    old = _sign(dict(BODY), first)
+    assert client.verify_receipt(old).valid
+    assert client.verify_receipt(old).valid
+    assert len(fetched) == 1  # kept
+    new = _sign(dict(BODY), second)  # a key made since: fetched once more
+    check = client.verify_receipt(new)
+    assert check.valid
+    assert len(fetched) == 2
+    assert client.verify_receipt(old).key_status == "retired"
+    assert len(fetched) == 2

@@ -313,7 +313,8 @@ def _signature_header(name: str, description: str, example: str) -> dict[str, An
         "name": name,
         "in": "header",
         "required": False,
-        "schema": {"type": "string"},
+        # Visible ASCII words (HTTP header values a server accepts), one space between them.
+        "schema": {"type": "string", "minLength": 1, "pattern": r"^[!-~]+( [!-~]+)*$"},
         "description": description,
         "example": example,
     }

@@ -7,7 +7,9 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY shared ./shared
 COPY services ./services
-RUN python -m pip wheel --wheel-dir /wheels .
+# provely_sdk (sdk/python): `provely mcp` calls the API through it.
+COPY sdk/python ./sdk/python
+RUN python -m pip wheel --wheel-dir /wheels . ./sdk/python
 
 FROM python:3.11-slim AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 \

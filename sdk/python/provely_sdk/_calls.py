@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
+from urllib.parse import quote
 
 import httpx
 
@@ -113,7 +114,8 @@ def _contract(response: httpx.Response) -> ContractDetail:
 
 
 def _path_part(value: str) -> str:
-    return httpx.URL("/" + value).raw_path.decode("ascii")[1:].replace("/", "%2F")
+    """One path segment: every reserved character escaped (``/``, ``?``, ``#`` …)."""
+    return quote(value, safe="")
 
 
 def create_operation(

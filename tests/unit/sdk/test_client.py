@@ -260,3 +260,18 @@ def test_receipt_keys_are_fetched_once_and_again_only_for_an_unknown_key() -> No
     assert len(fetched) == 2
     assert client.verify_receipt(old).key_status == "retired"
     assert len(fetched) == 2
+
+
+def test_an_id_is_one_path_segment_whatever_it_holds() -> None:
+    paths: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        paths.append(request.url.raw_path)
+        return httpx.Response(
+            404, json={"type": "x/not-found", "title": "Not Found", "status": 404}
+        )
+
+    client = Provely(BASE, "k", http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    with pytest.raises(NotFound):
+        client.get_operation("op_1/../receipts?x=1#y")
+    assert paths == [b"/v1/operations/op_1%2F..%2Freceipts%3Fx%3D1%23y"]

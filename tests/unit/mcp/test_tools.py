@@ -48,3 +48,24 @@ def test_the_wait_is_bounded_in_the_schema_the_client_sees() -> None:
     timeout = wait.input_schema["properties"]["timeout_seconds"]
     assert timeout["maximum"] == MAX_WAIT_SECONDS == 60
     assert "at most 60" in (wait.description or "")
+
+
+def test_the_prompt_walks_the_protocol_and_the_contract_pages_are_resources() -> None:
+    server = build_server(api_url="http://127.0.0.1:9", api_key="k")
+
+    async def read() -> tuple[list[str], str, list[str]]:
+        prompts = [p.name for p in await server.list_prompts()]
+        got = await server.get_prompt(
+            "prove_stripe_refund", {"charge": "ch_1", "amount": "2000", "currency": "usd"}
+        )
+        text = "\n".join(m.content.text for m in got.messages)  # type: ignore[union-attr]
+        templates = [t.uri_template for t in await server.list_resource_templates()]
+        return prompts, text, templates
+
+    prompts, text, templates = asyncio.run(read())
+    assert prompts == ["prove_stripe_refund"]
+    steps = ["create_operation", "Idempotency-Key", "report_action", "wait_for_verdict"]
+    assert [text.index(step) for step in steps] == sorted(text.index(step) for step in steps)
+    assert "do NOT refund again" in text
+    assert '"charge": "ch_1", "amount": 2000' in text
+    assert templates == ["provely://contracts/{contract_id}"]

@@ -8,9 +8,11 @@ COPY pyproject.toml README.md ./
 COPY requirements/base.txt ./requirements/base.txt
 COPY shared ./shared
 COPY services ./services
+# provely_sdk (sdk/python): `provely mcp` calls the API through it.
+COPY sdk/python ./sdk/python
 # The dependencies are the lock's exact versions, checked against their hashes (scripts/lock).
 RUN python -m pip wheel --wheel-dir /wheels --require-hashes -r requirements/base.txt \
-    && python -m pip wheel --wheel-dir /wheels --no-deps .
+    && python -m pip wheel --wheel-dir /wheels --no-deps . ./sdk/python
 
 FROM python:3.11-slim AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -15,6 +15,7 @@ from services.cli import (
     contracts,
     db,
     deliveries,
+    mcp,
     receipts,
     sandbox,
     serve,
@@ -80,6 +81,7 @@ for module in (
     audit,
     skills,
     demo,
+    mcp,
 ):
     module.register(app)
 

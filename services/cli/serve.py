@@ -37,6 +37,8 @@ finish goes back to the queue; the sweeper ends its current pass.
 from __future__ import annotations
 
 import gc
+import json
+import os
 from typing import Any
 
 import typer
@@ -82,6 +84,19 @@ def ingress_app() -> Any:
     return app
 
 
+MCP_ENV = "PROVELY_MCP_MOUNT"
+"""Set by ``serve ingress --mcp`` for its uvicorn workers: JSON ``{api_url, allowed_hosts}``."""
+
+
+def ingress_app_with_mcp() -> Any:
+    """uvicorn factory of ``serve ingress --mcp``: the ingress with the MCP server at ``/mcp``
+    (``services.mcp_server.http.mount_mcp``), whose tools call this ingress over loopback."""
+    from services.mcp_server.http import mount_mcp
+
+    mount = json.loads(os.environ[MCP_ENV])
+    return mount_mcp(ingress_app(), api_url=mount["api_url"], allowed_hosts=mount["allowed_hosts"])
+
+
 @group.command("ingress")
 def ingress(
     host: str = typer.Option("0.0.0.0", "--host", help="Address to listen on."),
@@ -96,6 +111,15 @@ def ingress(
         min=1,
         max=65535,
         help="Prometheus port, apart from the API (default: PROVELY_METRICS_PORT; none: off).",
+    ),
+    mcp: bool = typer.Option(
+        False, "--mcp", help="Also serve the MCP server (provely mcp) at /mcp."
+    ),
+    mcp_allowed_host: list[str] | None = typer.Option(
+        None,
+        "--mcp-allowed-host",
+        help="With --mcp: an accepted Host header (repeatable); default 127.0.0.1:PORT and "
+        "localhost:PORT.",
     ),
 ) -> None:
     """The HTTP API and the webhook intake (uvicorn); metrics on --metrics-port."""
@@ -116,8 +140,15 @@ def ingress(
     from services.ingress.server import uvicorn_options
     from shared.runtime.settings import get_settings
 
+    factory = "services.cli.serve:ingress_app"
+    if mcp:
+        hosts = mcp_allowed_host or [f"127.0.0.1:{port}", f"localhost:{port}"]
+        os.environ[MCP_ENV] = json.dumps(
+            {"api_url": f"http://127.0.0.1:{port}", "allowed_hosts": hosts}
+        )
+        factory = "services.cli.serve:ingress_app_with_mcp"
     uvicorn.run(
-        "services.cli.serve:ingress_app",
+        factory,
         factory=True,
         host=host,
         port=port,

@@ -44,9 +44,15 @@ from services.ingress.request_checks import check_request
 from services.ingress.schemas import Health
 from shared.runtime.settings import Settings, get_settings
 
-__all__ = ["BodyLimit", "create_app"]
+__all__ = ["SERVERS", "BodyLimit", "create_app"]
 
 WEBHOOK_PREFIX = "/v1/events/"
+SERVERS = [
+    {"url": "/", "description": "The server that serves this document."},
+    {"url": "http://127.0.0.1:8080", "description": "`provely up` on its default port."},
+]
+"""The OpenAPI ``servers``: a generated client's base URL (relative first, so the document
+read from any deployment names that deployment)."""
 
 
 class BodyLimit:
@@ -160,6 +166,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     components["Problem"] = problem
     _problem_422(schema)
     schema["paths"][webhooks.EVENTS_PATH] = webhooks.openapi_path_item()
+    schema["servers"] = SERVERS
     add_examples(schema)
     app.openapi_schema = schema
     return schema

@@ -62,6 +62,7 @@ from shared.trust.signatures import SignatureError
 
 __all__ = [
     "EVENTS_PATH",
+    "SIGNATURE_HEADERS",
     "BodyTooLarge",
     "WebhookIntake",
     "openapi_path_item",
@@ -330,6 +331,51 @@ def _problem_content() -> dict[str, Any]:
     return {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
 
 
+def _signature_header(name: str, description: str, example: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "header",
+        "required": False,
+        # Visible ASCII words (HTTP header values a server accepts), one space between them.
+        "schema": {"type": "string", "minLength": 1, "pattern": r"^[!-~]+( [!-~]+)*$"},
+        "description": description,
+        "example": example,
+    }
+
+
+SIGNATURE_HEADERS = (
+    _signature_header(
+        "Stripe-Signature",
+        "Scheme `stripe`: `t=<unix seconds>,v1=<hex HMAC-SHA256 of '<t>.<body>'>` (several "
+        "`v1` during a secret rotation). Required when the connection's scheme is `stripe`.",
+        "t=1764669600,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd",
+    ),
+    _signature_header(
+        "webhook-id",
+        "Scheme `standard_webhooks`: the message id (signed). Required with that scheme.",
+        "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W",
+    ),
+    _signature_header(
+        "webhook-timestamp",
+        "Scheme `standard_webhooks`: unix seconds (signed, checked against the tolerance).",
+        "1764669600",
+    ),
+    _signature_header(
+        "webhook-signature",
+        "Scheme `standard_webhooks`: `v1,<base64 HMAC-SHA256 of '<id>.<timestamp>.<body>'>`, "
+        "space-separated when several.",
+        "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=",
+    ),
+    _signature_header(
+        "X-Hub-Signature-256",
+        "Scheme `github`: `sha256=<hex HMAC-SHA256 of the body>`. Required with that scheme.",
+        "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
+    ),
+)
+"""The signature headers of each scheme (``shared.trust.signatures``), as OpenAPI header
+parameters: which one a delivery needs depends on its connection, so none is required."""
+
+
 def openapi_path_item() -> dict[str, Any]:
     """The OpenAPI description of the intake (served by :class:`WebhookIntake`, which the
     framework's schema generator does not see)."""
@@ -347,6 +393,7 @@ def openapi_path_item() -> dict[str, Any]:
             "parameters": [
                 {"name": "provider", **param, "description": "the connection's provider"},
                 {"name": "workspace", **param, "description": "the workspace id"},
+                *SIGNATURE_HEADERS,
             ],
             "requestBody": {
                 "required": True,

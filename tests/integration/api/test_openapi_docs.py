@@ -138,6 +138,20 @@ def test_every_request_body_has_a_valid_example(pg_api: Api) -> None:
     assert problems == []
 
 
+def test_servers_and_the_webhook_signature_headers_are_declared(pg_api: Api) -> None:
+    spec = pg_api.client.get("/openapi.json").json()
+    assert [server["url"] for server in spec["servers"]] == ["/", "http://127.0.0.1:8080"]
+    intake = spec["paths"]["/v1/events/{provider}/{workspace}"]["post"]
+    headers = {p["name"] for p in intake["parameters"] if p["in"] == "header"}
+    assert headers == {
+        "Stripe-Signature",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "X-Hub-Signature-256",
+    }
+
+
 def test_a_generated_client_creates_and_reads_an_operation(pg_api: Api, tmp_path: Path) -> None:
     spec = tmp_path / "openapi.json"
     spec.write_text(json.dumps(pg_api.client.get("/openapi.json").json()))

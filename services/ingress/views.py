@@ -29,7 +29,7 @@ from shared.core.contract import Contract
 from shared.core.ignored import IgnoredEvent, ignored_summary, why_ignored
 from shared.core.retry import retry_guidance
 from shared.core.shown import shown_expected, shown_value
-from shared.core.types import Verdict
+from shared.core.types import OperationState, Verdict
 from shared.db.models import Event, Observation, Operation, OperationEvent, Receipt, Transition
 from shared.intake.store import event_record
 from shared.lifecycle.contracts import ContractNotFound, contract_for

@@ -1,5 +1,5 @@
 {
   "algorithm": "ed25519",
-  "key_id": "e8d028e5219d62de",
-  "signature": "bx74KJ9Y1C6NQwe7TPPH0u4co92jBAXO+AZAMGF31GV1LZGIfgeYy45wAXQstbpvHuS4kmGR/l4O/F+iZ5eYDA=="
+  "key_id": "7fa4442cf88d4e16",
+  "signature": "4OX2v00iowxpl2T+5GLE+bHse4sGOXt/74gRw9ZB3nyYpm1AMJD72ANlYjqdk/5ZSbJWP+fREKgaSmU01hRICw=="
 }

@@ -12,7 +12,15 @@ overdue observation.
 :func:`check_late_evidence` is what a worker calls when an operation that is already VERIFIED
 gets a new decision: evidence that contradicts it, and is newer than the evidence that verified
 it, moves the operation to HUMAN_REVIEW (cause ``late_contradiction``) and that transition
-issues the superseding receipt (``shared.lifecycle.receipts``).
+issues the superseding receipt (``shared.lifecycle.receipts``). Evidence contradicts a VERIFIED
+when the decision is a final FAILED or CONTRADICTED, or when a rule the contract marks
+``supersedes_verified`` decided it (``Decision.supersedes``: a signed failure event of the
+provider, newer than the success evidence, while a lagging readback still shows success).
+
+A recheck whose reading went backwards (an ``inconsistent`` observation,
+``shared.evidence.backwards``) has not read the provider: it is retried like one that could not
+read. When the watch ends on such a reading, the VERIFIED is not settled by it: the operation
+goes to a person (HUMAN_REVIEW, reason ``inconsistent_reading``, a superseding receipt).
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ if TYPE_CHECKING:
     from shared.runtime.settings import Settings
 
 __all__ = [
+    "INCONSISTENT_AT_WATCH_END",
     "LATE_CONTRADICTION",
     "LATE_CONTRADICTION_CLASS",
     "CheckOutcome",
@@ -44,6 +53,8 @@ __all__ = [
 
 LATE_CONTRADICTION = "late_contradiction"
 LATE_CONTRADICTION_CLASS = "late contradicting evidence"
+INCONSISTENT_AT_WATCH_END = "inconsistent_at_watch_end"
+"""The cause of the move to a person when a watch ends on a reading that went backwards."""
 
 _CONTRADICTING = frozenset({Verdict.FAILED, Verdict.CONTRADICTED})
 
@@ -102,6 +113,7 @@ class CheckOutcome(IntEnum):
     FLAGGED = 2  # moved to HUMAN_REVIEW; a superseding receipt was issued
     LOST_RACE = 3  # another writer changed the operation first; re-read and call again
     UNREAD = 4  # a recheck that could not read: its next try is scheduled
+    INCONSISTENT = 5  # the watch ended on a reading that went backwards: a person decides
 
 
 def check_late_evidence(
@@ -124,7 +136,8 @@ def check_late_evidence(
     """
     if operation.state != OperationState.VERIFIED or operation.verdict != Verdict.VERIFIED:
         return CheckOutcome.NOT_APPLICABLE, None
-    if not decision.final or decision.verdict not in _CONTRADICTING:
+    contradicts = decision.final and decision.verdict in _CONTRADICTING
+    if not (contradicts or decision.supersedes):
         return CheckOutcome.NOT_APPLICABLE, None
     previous = current_receipt(session, operation.id)
     if previous is not None and not _is_newer(decision, previous.body):
@@ -169,7 +182,7 @@ def check_late_evidence(
 # reads or the watch ends; the sweeper re-sends a recheck whose message was lost, as it does
 # for any overdue observation.
 
-_UNREAD = frozenset({"unavailable", "error"})
+_UNREAD = frozenset({"unavailable", "error", "inconsistent"})
 
 
 def needs_recheck(operation: Operation) -> bool:
@@ -220,6 +233,38 @@ def _retry_recheck(session: Session, operation: Operation, timing: Any, now: dat
     return True
 
 
+def _to_person(
+    session: Session,
+    operation: Operation,
+    decision: Decision,
+    *,
+    now: datetime,
+    settings: Settings | None,
+) -> tuple[CheckOutcome, Receipt | None]:
+    """The watch ended on a reading that went backwards: a person decides (HUMAN_REVIEW)."""
+    previous = current_receipt(session, operation.id)
+    changed = change_state(
+        session,
+        operation,
+        to_state=OperationState.HUMAN_REVIEW,
+        verdict=Verdict.UNVERIFIABLE.value,
+        reason="inconsistent_reading",
+        verdict_class=None,
+        final=True,
+        decision=decision,
+        cause=INCONSISTENT_AT_WATCH_END,
+        now=now,
+        details={"supersedes": previous.id if previous is not None else None},
+        changes={"next_observation_at": None, "enqueued_at": None},
+    )
+    if not changed:
+        return CheckOutcome.LOST_RACE, None
+    receipt = current_receipt(session, operation.id)
+    if receipt is None or (previous is not None and receipt.id == previous.id):
+        receipt = issue_receipt(session, operation, now=now, settings=settings)
+    return CheckOutcome.INCONSISTENT, receipt
+
+
 def recheck_verified(
     session: Session,
     operation: Operation,
@@ -232,8 +277,10 @@ def recheck_verified(
 
     Nothing happens until the reading of the operation's current fence is stored. A
     contradiction flags the operation (see :func:`check_late_evidence`). A reading that could
-    not be made (a channel ``unavailable`` or ``error``) schedules the next try while the watch
-    lasts (outcome ``UNREAD``); otherwise the recheck marker is cleared.
+    not be made (a channel ``unavailable`` or ``error``), or that went backwards
+    (``inconsistent``), schedules the next try while the watch lasts (outcome ``UNREAD``); a
+    watch that ends on an inconsistent reading goes to a person (``INCONSISTENT``); otherwise
+    the recheck marker is cleared.
     """
     from sqlalchemy import select, update
 
@@ -262,10 +309,11 @@ def recheck_verified(
     outcome, receipt = check_late_evidence(session, operation, decision, now=now, settings=settings)
     if outcome is CheckOutcome.FLAGGED:
         return outcome, receipt
-    if any(e.status in _UNREAD for e in decision.evidence) and _retry_recheck(
-        session, operation, contract.timing, now
-    ):
+    unread = any(e.status in _UNREAD for e in decision.evidence)
+    if unread and _retry_recheck(session, operation, contract.timing, now):
         return CheckOutcome.UNREAD, None
+    if any(e.status == "inconsistent" for e in decision.evidence):
+        return _to_person(session, operation, decision, now=now, settings=settings)
     session.execute(
         update(OperationRow)
         .where(OperationRow.id == operation.id, OperationRow.fence == operation.fence)

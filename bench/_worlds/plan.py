@@ -29,12 +29,18 @@ class Plan:
     outage_at_s: float | None
     outage_s: float
     drop_created: bool = False  # only with --drop-created
+    read_lag_ms: int = 0  # provider read lag: readbacks show the refund as it was this long ago
+    fail_after_verified: bool = False  # the refund fails once Provely showed it VERIFIED
+    fail_after_s: float = 0.0  # ... this long after the VERIFIED was first seen
+    backwards_at_failure: bool = False  # ... and from then on its reads lag 10 min (404)
 
     @property
     def final_status(self) -> str | None:
         """The agent refund's status at the end, as planned (None: no refund made)."""
         if self.report == "rejected_nothing":
             return None
+        if self.fail_after_verified:
+            return "failed"
         return {
             "succeeded": "succeeded",
             "stuck_then_succeeded": "succeeded",
@@ -55,12 +61,17 @@ class Plan:
             faults.append("drop_updated")
         if self.drop_created:
             faults.append("drop_created")
+        late = "none"
+        if self.fail_after_verified:
+            late = "failed_after_verified" + ("+backwards" if self.backwards_at_failure else "")
         return {
             "outcome": self.outcome if self.report != "rejected_nothing" else "none",
             "report": self.report,
             "contradiction": f"{self.second}/{self.when}",
             "delivery": "+".join(faults) or "clean",
             "outage": "outage" if self.outage_at_s is not None else "no_outage",
+            "read_lag": "lag" if self.read_lag_ms else "no_lag",
+            "late_failure": late,
         }
 
 
@@ -96,7 +107,19 @@ def draw_plan(seed: int, index: int, *, drop_created_enabled: bool = False) -> P
     outage = rng.random() < 0.2
     outage_at_s = rng.uniform(0.0, 6.0) if outage else None
     outage_s = rng.uniform(0.0, 10.0) if outage else 0.0
-    drop_created = rng.random() < 0.15  # drawn last: the draws above stay what they were
+    drop_created = rng.random() < 0.15  # drawn after the others: they stay what they were
+    # Provider read lag and a failure after success (#30), drawn after drop_created for the
+    # same reason: worlds of an earlier seed keep every draw they had.
+    read_lag_ms = 0 if rng.random() < 0.5 else rng.randint(500, 4000)
+    fail_after = rng.random() < 0.35
+    fail_after_s = rng.uniform(0.0, 3.0)
+    backwards_at_failure = rng.random() < 0.5
+    fail_after_verified = (
+        fail_after
+        and outcome in ("succeeded", "stuck_then_succeeded")
+        and report == "correct"
+        and second == "none"
+    )
     return Plan(
         index=index,
         seed=f"{seed}:{index}",
@@ -116,4 +139,8 @@ def draw_plan(seed: int, index: int, *, drop_created_enabled: bool = False) -> P
         outage_at_s=outage_at_s,
         outage_s=outage_s,
         drop_created=drop_created and drop_created_enabled,
+        read_lag_ms=read_lag_ms,
+        fail_after_verified=fail_after_verified,
+        fail_after_s=fail_after_s if fail_after_verified else 0.0,
+        backwards_at_failure=backwards_at_failure and fail_after_verified,
     )

@@ -9,7 +9,8 @@ real state (``/_sandbox/refunds/{id}/read_lag``), and a refund that fails after 
 - **World B** — VERIFIED; then the refund fails and its ``refund.updated`` (failed) and
   ``refund.failed`` are stored while the readback (lagging) answers 404 for the refund and the
   listing of the charge lost it. Those readings go backwards and settle nothing; the failure
-  events supersede the VERIFIED on their own (HUMAN_REVIEW ``late_contradiction``) within 5 s.
+  events supersede the VERIFIED on their own (HUMAN_REVIEW ``late_contradiction``) within 5 s
+  of the intake's 200 for ``refund.failed``.
 
 Each world runs in 15 copies at once. On the code before #30 (contracts 1.1.0, no failure
 channel, a recheck that settles on a 404) World A ended VERIFIED and World B stayed VERIFIED
@@ -163,8 +164,14 @@ def test_world_b_failure_events_supersede_while_the_readback_goes_backwards(
         return await _copies(one)
 
     results = _run(distributed, body)
-    slowest = max(r["superseded_in_s"] for r in results)
-    print(f"world B: {len(results)} copies, slowest supersession {slowest:.2f} s after failing")
+    after_stored = [r["superseded_in_s"] - r["stored_in_s"] for r in results]
+    print(
+        f"world B: {len(results)} copies, slowest supersession {max(after_stored):.2f} s after "
+        f"refund.failed was stored ({max(r['superseded_in_s'] for r in results):.2f} s after "
+        "the refund failed)"
+    )
     assert [r for r in results if r["outcome"] != "HUMAN_REVIEW/late_contradiction"] == []
     assert all(r["supersedes"] for r in results), results
-    assert [r for r in results if r["superseded_in_s"] > SUPERSEDE_BOUND_S] == []
+    # The bound runs from the failure's storage (the intake's 200 for refund.failed).
+    late = [r for r in results if r["superseded_in_s"] - r["stored_in_s"] > SUPERSEDE_BOUND_S]
+    assert late == [], late

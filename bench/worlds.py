@@ -1,6 +1,8 @@
 """Worlds: a seeded, replayable randomized stress of orderings, duplicates, delays and outages
 against the running distributed system (ingress, observer, verdict and sweeper as processes, on
-a private PostgreSQL database and Redis index, Stripe sandboxes as processes).
+a private PostgreSQL database and Redis index, Stripe sandboxes as processes) — or, with
+``--shape embedded``, against the embedded system (``provely up``'s: SQLite and its SQL broker,
+the same services in one supervisor; Stripe sandboxes in this process).
 
 Each world is one agent refund operation of ``stripe.refund.succeeded`` (the newest version) on
 a charge of its own. Its randomness comes from ``random.Random(f"{seed}:{k}")`` alone, so world
@@ -23,7 +25,16 @@ a charge of its own. Its randomness comes from ``random.Random(f"{seed}:{k}")`` 
   ``refund.updated`` (and, with ``--drop-created``, every ``refund.created``, the agent's own
   included: a draw made last, so the other draws of a world do not change with the flag);
 - a provider outage of 0-10 s starting 0-6 s after the agent's refund;
-- drawn after the others (so the draws above stay what they were): in half of the worlds whose
+- provider read lag (half the worlds): the sandbox serves refund readbacks and lists as they
+  were 0.5-4 s ago (a read replica): not found just after creation, an older status after a
+  change, while events are not delayed;
+- a failure after success (35 % of the draws; kept where the agent's refund succeeds, is
+  reported correctly and no second refund is played): 0-3 s after
+  Provely first showed VERIFIED the refund fails (its ``refund.updated`` and ``refund.failed``
+  are delivered), and in half of those the refund's reads lag 10 min from that moment on — a
+  404 for a refund read before, a listing without it (#30's World B). These draws come after
+  ``drop_created``: the earlier draws of a seed are unchanged.
+- drawn after those (so the draws above stay what they were): in half of the worlds whose
   agent reports a rejection with nothing made, the refund is made after all under the
   operation's idempotency key 0.5-5 s after its FAILED (``late_refund``; such a world has no
   contradiction and no dropped ``refund.created``); and in a fifth of the worlds events collide
@@ -90,7 +101,7 @@ Usage (from the repository root)::
 
     .venv/bin/python bench/worlds.py [--worlds 1000] [--seed 1] [--concurrency 12]
         [--world K ...] [--poll-ms 100] [--drop-created] [--timelines] [--records FILE]
-        [--json] [--pg URL] [--redis URL]
+        [--json] [--pg URL] [--redis URL] [--shape distributed|embedded]
 
 ``--world K`` (repeatable; alias ``--only-seed-of``) replays world K of ``--seed`` alone;
 ``--timelines`` prints every world's timeline (its actions, each delivery's first 200, each
@@ -128,11 +139,13 @@ from bench._worlds.plan import Plan, draw_plan  # noqa: E402
 from bench._worlds.play import Play  # noqa: E402
 from bench._worlds.relay import Relay  # noqa: E402
 from bench._worlds.summary import FAILING, print_summary, summarize  # noqa: E402
+from services.cli.demo.embedded import EmbeddedDemoSystem  # noqa: E402
+from services.cli.demo.scenarios.system import System  # noqa: E402
 from services.sandbox.runner import run_app  # noqa: E402
-from tests.e2e.launcher import DistributedSystem, running_system  # noqa: E402
+from tests.e2e.launcher import running_system  # noqa: E402
 
 
-async def run_worlds(system: DistributedSystem, args: argparse.Namespace) -> list[Outcome]:
+async def run_worlds(system: System, args: argparse.Namespace) -> list[Outcome]:
     indexes = sorted(set(args.world)) if args.world else list(range(args.worlds))
     plans = [draw_plan(args.seed, k, drop_created_enabled=args.drop_created) for k in indexes]
     relay = Relay(system.api_url)
@@ -227,6 +240,13 @@ def main() -> None:
         default=os.environ.get("PROVELY_BENCH_REDIS", "redis://127.0.0.1:6379/0"),
         help="Redis server (an empty index is claimed, flushed at the end; never FLUSHALL)",
     )
+    parser.add_argument(
+        "--shape",
+        choices=["distributed", "embedded"],
+        default="distributed",
+        help="the system under test: services as processes on PostgreSQL and Redis, or the "
+        "embedded one (SQLite, its SQL broker; --pg and --redis unused)",
+    )
     args = parser.parse_args()
     if args.worlds < 1 or args.concurrency < 1 or args.poll_ms < 10:
         raise SystemExit("--worlds and --concurrency must be >= 1, --poll-ms >= 10")
@@ -234,8 +254,13 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="provely-bench-worlds-"))
     started = time.monotonic()
     print(f"starting the system (logs under {work})", file=sys.stderr, flush=True)
-    with running_system(args.pg, args.redis, work, name="bench-worlds") as system:
-        results = asyncio.run(run_worlds(system, args))
+    if args.shape == "embedded":
+        with EmbeddedDemoSystem(work) as embedded:
+            embedded.wait_ready()
+            results = asyncio.run(run_worlds(embedded, args))
+    else:
+        with running_system(args.pg, args.redis, work, name="bench-worlds") as system:
+            results = asyncio.run(run_worlds(system, args))
     summary = summarize(results, time.monotonic() - started, args)
     if args.records is not None:
         with args.records.open("w", encoding="utf-8") as out:

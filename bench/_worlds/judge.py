@@ -189,11 +189,14 @@ class Judgement:
             )
             if listed and listed.get("observed_at") and self.second_created:
                 read = self._mono(str(listed["observed_at"]))
-                made = self.second_created[0][0]
+                # A lagging provider lists the refund read_lag_ms after it was made: a listing
+                # read before then cannot show it (its event is what catches it, and a late
+                # contradiction must then supersede as any other).
+                made = self.second_created[0][0] + plan.read_lag_ms / 1000
                 if read > made + 1.0:
                     result.false_verified.append(
                         f"receipt {receipt['id']}: charge listed at {self._rel(read)} s, "
-                        f"the second refund existed since {self._rel(made)} s"
+                        f"the second refund was readable since {self._rel(made)} s"
                     )
         # Any other final decision made after a second refund was acknowledged: the negative
         # conditions come first, so a FAILED decided then did not count it (and allows a retry).

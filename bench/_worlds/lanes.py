@@ -9,9 +9,8 @@ from dataclasses import dataclass
 import httpx
 
 from bench._worlds.harness import HarnessError
-from services.cli.demo.scenarios.system import Sandbox
+from services.cli.demo.scenarios.system import Sandbox, System
 from services.cli.demo.scenarios.workspace import Workspace
-from tests.e2e.launcher import DistributedSystem
 
 __all__ = ["Lane", "open_lane"]
 
@@ -22,7 +21,7 @@ class Lane:
     workspace: Workspace
 
 
-async def open_lane(system: DistributedSystem, relay_url: str, number: int) -> Lane:
+async def open_lane(system: System, relay_url: str, number: int) -> Lane:
     sandbox: Sandbox = await asyncio.to_thread(system.new_sandbox)
     workspace_id, api_key = await asyncio.to_thread(system.create_workspace, f"worlds-{number}")
     async with httpx.AsyncClient(

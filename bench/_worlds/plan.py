@@ -31,12 +31,18 @@ class Plan:
     drop_created: bool = False  # only with --drop-created
     late_refund_s: float | None = None  # rejected_nothing: the refund made after the FAILED
     collide: bool = False  # events of one second: a failure, or a second refund, with no gap
+    read_lag_ms: int = 0  # provider read lag: readbacks show the refund as it was this long ago
+    fail_after_verified: bool = False  # the refund fails once Provely showed it VERIFIED
+    fail_after_s: float = 0.0  # ... this long after the VERIFIED was first seen
+    backwards_at_failure: bool = False  # ... and from then on its reads lag 10 min (404)
 
     @property
     def final_status(self) -> str | None:
         """The agent refund's status at the end, as planned (None: no refund made)."""
         if self.report == "rejected_nothing":
             return "succeeded" if self.late_refund_s is not None else None
+        if self.fail_after_verified:
+            return "failed"
         return {
             "succeeded": "succeeded",
             "stuck_then_succeeded": "succeeded",
@@ -57,6 +63,9 @@ class Plan:
             faults.append("drop_updated")
         if self.drop_created:
             faults.append("drop_created")
+        late = "none"
+        if self.fail_after_verified:
+            late = "failed_after_verified" + ("+backwards" if self.backwards_at_failure else "")
         return {
             "outcome": self.outcome if self.report != "rejected_nothing" else "none",
             "report": self.report,
@@ -65,6 +74,8 @@ class Plan:
             "outage": "outage" if self.outage_at_s is not None else "no_outage",
             "late_refund": "late_refund" if self.late_refund_s is not None else "none",
             "collision": "same_second" if self.collide else "none",
+            "read_lag": "lag" if self.read_lag_ms else "no_lag",
+            "late_failure": late,
         }
 
 
@@ -101,9 +112,21 @@ def draw_plan(seed: int, index: int, *, drop_created_enabled: bool = False) -> P
     outage_at_s = rng.uniform(0.0, 6.0) if outage else None
     outage_s = rng.uniform(0.0, 10.0) if outage else 0.0
     drop_created = rng.random() < 0.15  # drawn after the others: they stay what they were
-    # Drawn last too. A rejection with nothing made is followed, in half of those worlds, by the
-    # refund made after all under the operation's key (after its FAILED; alone on its charge,
-    # its refund.created delivered). A fifth of the worlds collide within one second.
+    # Provider read lag and a failure after success (#30), drawn after drop_created for the
+    # same reason: worlds of an earlier seed keep every draw they had.
+    read_lag_ms = 0 if rng.random() < 0.5 else rng.randint(500, 4000)
+    fail_after = rng.random() < 0.35
+    fail_after_s = rng.uniform(0.0, 3.0)
+    backwards_at_failure = rng.random() < 0.5
+    fail_after_verified = (
+        fail_after
+        and outcome in ("succeeded", "stuck_then_succeeded")
+        and report == "correct"
+        and second == "none"
+    )
+    # Drawn after those (#32). A rejection with nothing made is followed, in half of those
+    # worlds, by the refund made after all under the operation's key (after its FAILED; alone on
+    # its charge, its refund.created delivered). A fifth of the worlds collide within one second.
     late = report == "rejected_nothing" and rng.random() < 0.5
     late_refund_s = rng.uniform(0.5, 5.0) if late else None
     if late:
@@ -132,4 +155,8 @@ def draw_plan(seed: int, index: int, *, drop_created_enabled: bool = False) -> P
         drop_created=drop_created and drop_created_enabled,
         late_refund_s=late_refund_s,
         collide=collide,
+        read_lag_ms=read_lag_ms,
+        fail_after_verified=fail_after_verified,
+        fail_after_s=fail_after_s if fail_after_verified else 0.0,
+        backwards_at_failure=backwards_at_failure and fail_after_verified,
     )

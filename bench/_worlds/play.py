@@ -180,6 +180,22 @@ class Play(Judgement):
         self.late_refund_made = time.monotonic()
         self._note(f"late refund {refund['id']} under the operation's key")
 
+    async def _fail_after_verified(self, budget_s: float) -> None:
+        """The refund fails after Provely showed it VERIFIED (or, if it never did within the
+        budget, then); with ``backwards_at_failure`` its reads lag 10 min from that moment: a
+        404 for a refund read before, a listing without it (World B of #30). Without a VERIFIED
+        the reads stay current: an open operation's readings that go backwards wait for a
+        consistent one, which a 10 min lag would put past the world's bounds."""
+        seen = await self.watcher.until(lambda p: p.state == "VERIFIED", timeout_s=budget_s)
+        if seen is None:
+            self.result.notes.append("late failure: no VERIFIED seen within the budget")
+        await asyncio.sleep(self.plan.fail_after_s)
+        if self.plan.backwards_at_failure and seen is not None:
+            await self._control(f"refunds/{self.world.refund_id}/read_lag", {"ms": 600_000})
+            self._note("agent refund reads lag 600 s (404 from now)")
+        await self._control(f"refunds/{self.world.refund_id}/status", {"status": "failed"})
+        self._note("agent refund set failed (after VERIFIED)")
+
     async def _stuck_then_succeeded(self) -> None:
         await asyncio.sleep(self.plan.stuck_s)
         await self._settle("succeeded")
@@ -212,6 +228,7 @@ class Play(Judgement):
                 "delay_ms": plan.delay_ms,
                 "drop_types": (["refund.updated"] if plan.drop_updated else [])
                 + (["refund.created"] if plan.drop_created else []),
+                "read_lag_ms": plan.read_lag_ms,
             }
             await self._control("faults", faults)
             try:
@@ -295,6 +312,9 @@ class Play(Judgement):
             # contradiction comes once the refund has settled, without waiting for a verdict.
             budget = SETTLE_S + plan.stuck_s + 4.0 if plan.drop_updated else 45.0
             steps.append(self._after_verified(budget + plan.outage_s + plan.stuck_s))
+        if plan.fail_after_verified:
+            budget = SETTLE_S + plan.stuck_s + 4.0 if plan.drop_updated else 45.0
+            steps.append(self._fail_after_verified(budget + plan.outage_s + plan.stuck_s))
         await asyncio.gather(*steps)
         # The world's background actions (a later failure, the outage) finish before the end.
         done = 0
@@ -347,6 +367,14 @@ class Play(Judgement):
         await self._control("outage", {"enabled": False})
         await self._control(
             "faults",
-            {"duplicate": 1, "order": "in_order", "delay_ms": 0, "drop_types": []},
+            {
+                "duplicate": 1,
+                "order": "in_order",
+                "delay_ms": 0,
+                "drop_types": [],
+                "read_lag_ms": 0,
+            },
         )
+        if self.world.refund_id:  # the truth is read without lag
+            await self._control(f"refunds/{self.world.refund_id}/read_lag", {"ms": 0})
         await self._control("release")

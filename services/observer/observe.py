@@ -1,7 +1,9 @@
 """``observe(operation_id, fence)``: read every channel of one operation once, for one fence.
 
 load → drop when stale → claim the fence → read (outside any transaction) → append
-observations → enqueue ``evaluate``. The task is fenced and idempotent:
+observations (a readback that goes backwards against the operation's earlier readings is
+stored ``inconsistent``: ``shared.evidence.backwards``) → enqueue ``evaluate``. The task is
+fenced and idempotent:
 
 - the operation is gone, final or not observable → dropped;
 - ``fence`` is not the operation's current fence → stale, dropped (a wake or a newer schedule
@@ -58,6 +60,7 @@ from shared.core.kept import read_paths
 from shared.core.types import ObservationStatus, OperationState
 from shared.db.models import Operation
 from shared.db.session import get_engine, read_connection, session_scope
+from shared.evidence.backwards import mark_backwards
 from shared.evidence.readings import Reading
 from shared.evidence.webhooks import read_webhook
 from shared.lifecycle.contract_cache import cached_contract_for
@@ -328,6 +331,9 @@ class Observer:
                             clock=self.clock,
                         )
                     )
+            readings = mark_backwards(
+                session, operation_id=operation_id, contract=contract, readings=readings
+            )
             if readings:
                 session.execute(
                     INSERT_OBSERVATIONS,

@@ -46,6 +46,10 @@ class _Status(_Control):
     status: str
 
 
+class _ReadLag(_Control):
+    ms: int
+
+
 class _Resend(_Control):
     endpoint: str | None = None
 
@@ -210,6 +214,10 @@ def control_routes(
         refund = sandbox.force_refund_status(request.path_params["id"], choice.status)
         return sandbox.render(refund)
 
+    async def c_read_lag(request: Request, body: dict[str, Any]) -> Any:
+        lag = _ReadLag.model_validate(body)
+        return sandbox.set_refund_read_lag(request.path_params["id"], lag.ms)
+
     async def c_complete_session(request: Request, body: dict[str, Any]) -> Any:
         if body:
             raise StripeError(400, "complete takes no parameters.")
@@ -264,6 +272,7 @@ def control_routes(
         Route("/_sandbox/events/{id}/resend", control(c_resend), methods=["POST"]),
         Route("/_sandbox/refunds/{id}/outcome", control(c_outcome), methods=["POST"]),
         Route("/_sandbox/refunds/{id}/status", control(c_status), methods=["POST"]),
+        Route("/_sandbox/refunds/{id}/read_lag", control(c_read_lag), methods=["POST"]),
         Route(
             "/_sandbox/checkout/sessions/{id}/complete",
             control(c_complete_session),

@@ -7,7 +7,8 @@ from typing import Any
 
 from services.sandbox import params as rules
 from services.sandbox.errors import StripeError
-from services.sandbox.events import AUTOMATIC, Events, RequestContext
+from services.sandbox.events import AUTOMATIC, RequestContext
+from services.sandbox.lag import ReadLag
 from services.sandbox.objects import new_id
 from services.sandbox.settings import OUTCOMES
 
@@ -22,7 +23,7 @@ _REFUND_REASONS = frozenset({"duplicate", "fraudulent", "requested_by_customer"}
 _FAILURE_REASON = "declined"
 
 
-class Refunds(Events):
+class Refunds(ReadLag):
     """Refunds (a part of :class:`services.sandbox.model.Sandbox`)."""
 
     def _refunded_amount(self, charge_id: str) -> int:
@@ -132,6 +133,7 @@ class Refunds(Events):
             "_outcome": outcome,
         }
         self.refunds[refund["id"]] = refund
+        self.remember_refund(refund)
         self._plan(refund, outcome)
         self.emit("refund.created", refund, ctx)
         self._sync_charge(charge, ctx)
@@ -145,6 +147,7 @@ class Refunds(Events):
         before = dict(refund["metadata"])
         refund["metadata"] = rules.metadata(params.get("metadata"), before)
         if refund["metadata"] != before:
+            self.remember_refund(refund)
             self.emit("refund.updated", refund, ctx, previous={"metadata": before})
         return refund
 
@@ -214,6 +217,7 @@ class Refunds(Events):
         elif refund["next_action"] is not None:
             changed["next_action"] = refund["next_action"]
             refund["next_action"] = None
+        self.remember_refund(refund)
         self.emit("refund.updated", refund, ctx, previous=changed)
         if status == "failed":
             self.emit("refund.failed", refund, ctx, previous=changed)

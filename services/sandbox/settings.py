@@ -46,6 +46,9 @@ class Faults(BaseModel):
     api_version: str | None = Field(None, description="api_version stamped on new events")
     clock_offset_s: float = Field(0.0, description="skew of the provider clock")
     outage_until: float | None = Field(None, description="scheduling-clock time the outage ends")
+    read_lag_ms: int = Field(
+        0, ge=0, description="refund readbacks and lists show each refund as it was this long ago"
+    )
     default_outcome: Outcome = "succeeded"
 
 

@@ -53,7 +53,7 @@ def v1_routes(sandbox: Sandbox, api: Api) -> list[Route]:
 
     def list_refunds(request: Request, params: Params, ctx: RequestContext) -> Any:
         return sandbox.list_objects(
-            sandbox.refunds.values(),
+            sandbox.readable_refunds(),
             url=url_path(request),
             params=params,
             filters={
@@ -63,7 +63,7 @@ def v1_routes(sandbox: Sandbox, api: Api) -> list[Route]:
         )
 
     def get_refund(request: Request, params: Params, ctx: RequestContext) -> Any:
-        return sandbox.get(sandbox.refunds, "refund", request.path_params["id"])
+        return sandbox.read_refund(request.path_params["id"])
 
     def update_refund(request: Request, params: Params, ctx: RequestContext) -> Any:
         return sandbox.update_refund(request.path_params["id"], params, ctx)

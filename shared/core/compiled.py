@@ -75,7 +75,9 @@ class _Condition:
         "op",
         "operand",
         "path",
+        "path_channels",
         "prose",
+        "supersedes",
         "verdict",
     )
 
@@ -92,8 +94,10 @@ class _Condition:
         verdict: Verdict | None = None,
         evidence: str | None = None,
         gates: Sequence[tuple[str, Operator, Any]] = (),
+        supersedes: bool = False,
     ) -> None:
         self.id = id
+        self.supersedes = supersedes
         # A gated condition is judged only once every gate holds; until then it is unknown.
         self.gates = tuple(_Gate(path, op, value) for path, op, value in gates)
         self.kind = kind
@@ -115,6 +119,10 @@ class _Condition:
         channels.discard(None)
         self.channels: frozenset[str] = frozenset(c for c in channels if c is not None)
         self.channel_list = tuple(sorted(self.channels))
+        path_channel = self.path.channel
+        self.path_channels: frozenset[str] = frozenset(
+            () if path_channel is None else (path_channel,)
+        )
         self.fixed_note: str | None = None
         if not self.channels and kind != "completion":
             self.fixed_note = "not_evidence"
@@ -217,6 +225,7 @@ class CompiledContract:
                 prose=r.reason,
                 verdict=Verdict(r.verdict),
                 gates=[(g.path, g.op, g.value) for g in r.when],
+                supersedes=r.supersedes_verified,
             )
             for r in contract.verdict_map
         )

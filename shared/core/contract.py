@@ -37,6 +37,7 @@ __all__ = [
     "HttpVerifier",
     "InputField",
     "MatchRule",
+    "Monotone",
     "NegativeCondition",
     "OnTimeout",
     "Operator",
@@ -44,6 +45,7 @@ __all__ = [
     "Rejection",
     "Skill",
     "Source",
+    "Stages",
     "Subject",
     "Timing",
     "VerdictRule",
@@ -183,6 +185,39 @@ class WebhookVerifier(_Model):
     include_before_operation: StrictBool = False
 
 
+class Stages(_Model):
+    """A lifecycle the provider moves a field through, earliest stage first: a reading whose
+    ``field`` (a dotted path in the reading) is in an earlier stage than an earlier reading of
+    the same channel showed went backwards. Values in no stage are not judged."""
+
+    field: StrictStr = Field(min_length=1)
+    order: tuple[tuple[StrictStr, ...], ...] = Field(min_length=2)
+
+
+class Monotone(_Model):
+    """Where a readback only moves forward, so that a reading which goes backwards is known
+    for a lagging read (``inconsistent``), never a decision:
+
+    - ``exists``: once read, the resource keeps existing (a later not-found went backwards);
+    - ``keeps_items``: an item a list reading held (by its ``id``) stays listed;
+    - ``stages``: the provider's lifecycle of one field (see :class:`Stages`).
+    """
+
+    exists: StrictBool = False
+    keeps_items: StrictBool = False
+    stages: Stages | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key in ("exists", "keeps_items"):
+            if not data.get(key):
+                data.pop(key, None)
+        if data.get("stages") is None:
+            data.pop("stages", None)
+        return data
+
+
 class Channel(_Model):
     """One way of observing. ``provider`` names the connection (readbacks) or the provider
     whose events (webhooks) the channel reads; without it, the contract's skill provider."""
@@ -198,14 +233,17 @@ class Channel(_Model):
     freshness_ms: StrictInt | None = None
     http: HttpVerifier | None = None
     webhook: WebhookVerifier | None = None
+    monotone: Monotone | None = None
 
     @model_serializer(mode="wrap")
     def _omit_default_provider(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A channel without its own provider serialises exactly as before the field existed,
-        # so the canonical JSON (and the hash) of such contracts did not change.
+        # A channel without its own provider (or without ``monotone``) serialises exactly as
+        # before the field existed, so the canonical JSON (and the hash) did not change.
         data: dict[str, Any] = handler(self)
         if data.get("provider") is None:
             data.pop("provider", None)
+        if data.get("monotone") is None:
+            data.pop("monotone", None)
         return data
 
     def provider_of(self, contract: Contract) -> str:
@@ -247,7 +285,13 @@ class NegativeCondition(_Model):
 
 
 class VerdictRule(_Model):
-    """An observed state that decides; with ``when``, only once every gate rule holds."""
+    """An observed state that decides; with ``when``, only once every gate rule holds.
+
+    ``supersedes_verified``: when the rule holds on a recheck of a VERIFIED operation, on
+    evidence of its ``path`` channel newer than the verifying evidence, the VERIFIED is
+    superseded (late contradiction) even though the rule's own verdict is not final — a
+    provider event that says the effect failed is signed evidence on its own.
+    """
 
     id: StrictStr
     path: StrictStr
@@ -256,10 +300,14 @@ class VerdictRule(_Model):
     verdict: VerdictName
     reason: StrictStr
     when: tuple[MatchRule, ...] = ()
+    supersedes_verified: StrictBool = False
 
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _omit_empty_when(handler(self))
+        data = _omit_empty_when(handler(self))
+        if not data.get("supersedes_verified"):
+            data.pop("supersedes_verified", None)
+        return data
 
 
 class Rejection(_Model):

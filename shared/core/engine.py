@@ -136,6 +136,7 @@ def decide(
     notes: dict[str, str] = {}
     fresh: dict[str, bool] = {}
     unavailable = False
+    inconsistent = False
     stale = False
     for channel in compiled.channels:
         name = channel.name
@@ -153,6 +154,9 @@ def decide(
             if status in _UNAVAILABLE:
                 unavailable = True
                 notes[name] = "channel_unavailable"
+            elif status == ObservationStatus.INCONSISTENT:
+                inconsistent = True
+                notes[name] = "inconsistent_reading"
             else:
                 notes[name] = "not_found"
             continue
@@ -240,6 +244,7 @@ def decide(
     class_: str | None = None
     final = False
     escalate = False
+    supersedes = False
     explanation: str | None
     decided_by: frozenset[str] = frozenset()
 
@@ -279,6 +284,10 @@ def decide(
                 final = verdict in _FINAL_FROM_MAP
                 explanation = chosen.prose
                 decided_by = chosen.channels
+                if chosen.supersedes:
+                    # The evidence that supersedes is the rule's own path; what it is compared
+                    # with (e.g. the newest success event) is the baseline, not new evidence.
+                    supersedes, decided_by = True, chosen.path_channels
             else:
                 verdict, reason = Verdict.PENDING, "awaiting_evidence"
                 explanation = None
@@ -293,6 +302,8 @@ def decide(
                 if verdict is Verdict.PENDING:
                     if unavailable:
                         verdict, reason = Verdict.UNVERIFIABLE, "evidence_unavailable"
+                    elif inconsistent and reason == "awaiting_evidence":
+                        reason = "inconsistent_reading"
                     elif stale and reason == "awaiting_evidence":
                         reason = "stale_reading"
                     explanation = EXPLANATIONS[reason]
@@ -300,6 +311,7 @@ def decide(
     if not final and past_deadline:
         verdict, reason, final = compiled.timeout_verdict, compiled.timeout_reason, True
         escalate = compiled.timeout_escalate
+        supersedes = False
         explanation = (
             f"The deadline passed without the evidence the contract requires; the verdict is "
             f"{verdict.value} ({reason})" + (", for a person to review." if escalate else ".")
@@ -323,6 +335,7 @@ def decide(
         subject_id=subject_id,
         escalate=escalate,
         explanation=explanation,
+        supersedes=supersedes,
     )
 
 

@@ -27,6 +27,10 @@ EXPLANATIONS: Final[Mapping[str, str]] = {
     "evidence_unavailable": (
         "A channel could not answer; the runtime observes again and a later reading decides."
     ),
+    "inconsistent_reading": (
+        "A reading went backwards against an earlier one (a lagging read of the provider); it "
+        "decides nothing, and the runtime reads again until a consistent reading comes."
+    ),
     "awaiting_rejection_confirmation": (
         "The agent reported that the provider refused the action; that is its word alone, so "
         "the runtime observes until independent evidence confirms nothing was created."

@@ -157,6 +157,7 @@ def render_page(
         for ch in c.channels
     ]
     out += table(("Channel", "Reads", "Typical latency", "Worst case", "Freshness"), channel_rows)
+    out += _monotone_section(c)
 
     out += [
         "## Completion conditions",
@@ -203,7 +204,12 @@ def render_page(
                 (
                     code(r.id),
                     f"{code(r.path)} {r.op.value} {code(operand(r.value))}" + gates(r.when),
-                    r.verdict,
+                    r.verdict
+                    + (
+                        "; after VERIFIED it supersedes the receipt"
+                        if r.supersedes_verified
+                        else ""
+                    ),
                     inline(r.reason),
                 )
                 for r in c.verdict_map
@@ -260,6 +266,36 @@ def render_page(
         "",
     ]
     return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- readings backwards
+
+
+def _monotone_section(c: Contract) -> list[str]:
+    rows: list[tuple[str, str]] = []
+    for ch in c.channels:
+        rule = ch.monotone
+        if rule is None:
+            continue
+        if rule.exists:
+            rows.append((code(ch.name), "once read, a not-found answer goes backwards"))
+        if rule.keeps_items:
+            rows.append((code(ch.name), "an item once listed (by id) stays listed"))
+        if rule.stages is not None:
+            order = " → ".join(" / ".join(code(v) for v in stage) for stage in rule.stages.order)
+            rows.append((code(ch.name), f"{code(rule.stages.field)} only moves forward: {order}"))
+    if not rows:
+        return []
+    out = [
+        "## Readings that go backwards",
+        "",
+        "A provider's reads can lag. A reading that goes backwards against an earlier reading "
+        "of the same operation is recorded as inconsistent: it decides nothing and settles no "
+        "recheck; the runtime reads again on the schedule below, and a person decides if no "
+        "consistent reading comes.",
+        "",
+    ]
+    return out + table(("Channel", "Monotone rule"), rows)
 
 
 # --------------------------------------------------------------------------- derived answers

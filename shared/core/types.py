@@ -53,6 +53,7 @@ class ObservationStatus(StrEnum):
     NOT_FOUND = "not_found"
     UNAVAILABLE = "unavailable"
     ERROR = "error"
+    INCONSISTENT = "inconsistent"  # went backwards against earlier readings (``consistency``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,3 +156,4 @@ class Decision:
     subject_id: Any = None
     escalate: bool = False  # the on-timeout verdict goes to a person (state HUMAN_REVIEW)
     explanation: str | None = None  # the contract's prose for the reason, when it has one
+    supersedes: bool = False  # a rule marked ``supersedes_verified`` decided it

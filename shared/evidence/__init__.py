@@ -7,6 +7,7 @@ Modules:
 - ``webhooks`` the ``webhook`` verifier: an operation's stored events reduced per channel
 - ``view``     the decision-time reduction of webhook channels, in the deciding transaction
 - ``locks``    advisory locks on evidence keys: intake shared, decision exclusive
+- ``backwards`` readbacks that go backwards against the operation's earlier ones: inconsistent
 
 Errors: none raised on purpose: a channel that cannot be read becomes a reading with its
 status (``unavailable``, ``error``), never an exception.

@@ -12,7 +12,10 @@ overdue observation.
 :func:`check_late_evidence` is what a worker calls when an operation that is already VERIFIED
 gets a new decision: evidence that contradicts it, and is newer than the evidence that verified
 it, moves the operation to HUMAN_REVIEW (cause ``late_contradiction``) and that transition
-issues the superseding receipt (``shared.lifecycle.receipts``).
+issues the superseding receipt (``shared.lifecycle.receipts``). Evidence contradicts a VERIFIED
+when the decision is a final FAILED or CONTRADICTED, or when a rule the contract marks
+``supersedes_verified`` decided it (``Decision.supersedes``: a signed failure event of the
+provider, newer than the success evidence, while a lagging readback still shows success).
 
 A watched FAILED operation (one whose verdict allowed the action again, ``shared.lifecycle.watch``)
 is rechecked the same way. Its advice stands only while nothing contradicts it: a recheck that
@@ -20,6 +23,11 @@ reads and no longer decides FAILED (a refund listed or announced under its idemp
 readback that shows it succeeded) is evidence that the effect may have happened, and moves it to
 HUMAN_REVIEW ``late_contradiction`` with a superseding receipt — the retry guidance becomes
 ``never``.
+
+A recheck whose reading went backwards (an ``inconsistent`` observation,
+``shared.evidence.backwards``) has not read the provider: it is retried like one that could not
+read. When the watch ends on such a reading, the verdict is not settled by it: the operation
+goes to a person (HUMAN_REVIEW, reason ``inconsistent_reading``, a superseding receipt).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ if TYPE_CHECKING:
     from shared.runtime.settings import Settings
 
 __all__ = [
+    "INCONSISTENT_AT_WATCH_END",
     "LATE_CONTRADICTION",
     "LATE_CONTRADICTION_CLASS",
     "CheckOutcome",
@@ -52,25 +61,30 @@ __all__ = [
 
 LATE_CONTRADICTION = "late_contradiction"
 LATE_CONTRADICTION_CLASS = "late contradicting evidence"
+INCONSISTENT_AT_WATCH_END = "inconsistent_at_watch_end"
+"""The cause of the move to a person when a watch ends on a reading that went backwards."""
 
 _CONTRADICTING = frozenset({Verdict.FAILED, Verdict.CONTRADICTED})
-_UNREAD = frozenset({"unavailable", "error"})
+_UNREAD = frozenset({"unavailable", "error", "inconsistent"})
+_UNREAD_AFTER_FAILED = frozenset({"unavailable", "inconsistent"})
 
 
 def _could_not_read(operation: Operation, decision: Decision) -> bool:
     """Whether a channel of the recheck could not be read, so that the recheck is tried again:
-    ``unavailable`` or ``error`` after VERIFIED; only ``unavailable`` (transient) after FAILED,
-    whose readbacks may never resolve (a rejected action's refund has no id to read)."""
-    unread = _UNREAD if operation.state == OperationState.VERIFIED else {"unavailable"}
+    ``unavailable``, ``error`` or ``inconsistent`` (a reading that went backwards) after
+    VERIFIED; only ``unavailable`` (transient) or ``inconsistent`` after FAILED, whose readbacks
+    may never resolve (a rejected action's refund has no id to read)."""
+    unread = _UNREAD if operation.state == OperationState.VERIFIED else _UNREAD_AFTER_FAILED
     return any(e.status in unread for e in decision.evidence)
 
 
 def _contradicts(operation: Operation, decision: Decision) -> bool:
     """Whether ``decision`` contradicts the operation's watched final verdict: a final FAILED or
-    CONTRADICTED against a VERIFIED; against a FAILED, any answer but FAILED made while every
-    channel could be read (a provider outage proves nothing; that recheck is tried again)."""
+    CONTRADICTED, or a ``supersedes_verified`` rule, against a VERIFIED; against a FAILED, any
+    answer but FAILED made while every channel could be read (a provider outage proves nothing;
+    that recheck is tried again)."""
     if operation.state == OperationState.VERIFIED and operation.verdict == Verdict.VERIFIED:
-        return decision.final and decision.verdict in _CONTRADICTING
+        return (decision.final and decision.verdict in _CONTRADICTING) or decision.supersedes
     if operation.state == OperationState.FAILED and operation.verdict == Verdict.FAILED:
         return decision.verdict is not Verdict.FAILED and not _could_not_read(operation, decision)
     return False
@@ -130,6 +144,7 @@ class CheckOutcome(IntEnum):
     FLAGGED = 2  # moved to HUMAN_REVIEW; a superseding receipt was issued
     LOST_RACE = 3  # another writer changed the operation first; re-read and call again
     UNREAD = 4  # a recheck that could not read: its next try is scheduled
+    INCONSISTENT = 5  # the watch ended on a reading that went backwards: a person decides
 
 
 def check_late_evidence(
@@ -247,6 +262,38 @@ def _retry_recheck(session: Session, operation: Operation, timing: Any, now: dat
     return True
 
 
+def _to_person(
+    session: Session,
+    operation: Operation,
+    decision: Decision,
+    *,
+    now: datetime,
+    settings: Settings | None,
+) -> tuple[CheckOutcome, Receipt | None]:
+    """The watch ended on a reading that went backwards: a person decides (HUMAN_REVIEW)."""
+    previous = current_receipt(session, operation.id)
+    changed = change_state(
+        session,
+        operation,
+        to_state=OperationState.HUMAN_REVIEW,
+        verdict=Verdict.UNVERIFIABLE.value,
+        reason="inconsistent_reading",
+        verdict_class=None,
+        final=True,
+        decision=decision,
+        cause=INCONSISTENT_AT_WATCH_END,
+        now=now,
+        details={"supersedes": previous.id if previous is not None else None},
+        changes={"next_observation_at": None, "enqueued_at": None},
+    )
+    if not changed:
+        return CheckOutcome.LOST_RACE, None
+    receipt = current_receipt(session, operation.id)
+    if receipt is None or (previous is not None and receipt.id == previous.id):
+        receipt = issue_receipt(session, operation, now=now, settings=settings)
+    return CheckOutcome.INCONSISTENT, receipt
+
+
 def recheck_verified(
     session: Session,
     operation: Operation,
@@ -259,8 +306,10 @@ def recheck_verified(
 
     Nothing happens until the reading of the operation's current fence is stored. A
     contradiction flags the operation (see :func:`check_late_evidence`). A reading that could
-    not be made (a channel ``unavailable`` or ``error``) schedules the next try while the watch
-    lasts (outcome ``UNREAD``); otherwise the recheck marker is cleared.
+    not be made (a channel ``unavailable`` or ``error``), or that went backwards
+    (``inconsistent``), schedules the next try while the watch lasts (outcome ``UNREAD``); a
+    watch that ends on an inconsistent reading goes to a person (``INCONSISTENT``); otherwise
+    the recheck marker is cleared.
     """
     from sqlalchemy import select, update
 
@@ -293,6 +342,8 @@ def recheck_verified(
         session, operation, contract.timing, now
     ):
         return CheckOutcome.UNREAD, None
+    if any(e.status == "inconsistent" for e in decision.evidence):
+        return _to_person(session, operation, decision, now=now, settings=settings)
     session.execute(
         update(OperationRow)
         .where(OperationRow.id == operation.id, OperationRow.fence == operation.fence)

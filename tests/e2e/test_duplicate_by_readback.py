@@ -203,7 +203,7 @@ def test_a_duplicate_made_before_the_first_reading_is_contradicted_by_readback_a
             await agent.close()
 
     agent, created, final = asyncio.run(play())
-    assert created["contract"]["version"] == "1.1.0"  # new operations take the newest
+    assert created["contract"]["version"] == "1.2.0"  # new operations take the newest
     assert (final["state"], final["verdict"], final["reason"]) == (
         "CONTRADICTED",
         "CONTRADICTED",

@@ -19,7 +19,10 @@ Checked on a contract:
   ``max_attempts`` ≥ 1, timeout > initial delay, an on-timeout verdict that claims nothing;
 - unique ids (conditions, negative conditions and rules share one namespace; channels; keys);
 - the verdict map never gives VERIFIED or EXPIRED;
-- ``when`` gates of negative conditions and verdict-map rules are checked like conditions.
+- ``when`` gates of negative conditions and verdict-map rules are checked like conditions;
+- ``monotone`` only on readbacks (``keeps_items`` only on paged lists; ``stages`` with a dotted
+  field and each value in one stage); ``supersedes_verified`` only on a rule that is not final
+  by itself and whose path reads a webhook channel.
 
 Expressions and operands are checked by ``shared.core.lint.operands``.
 """
@@ -30,7 +33,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shared.core.contract import Contract, MatchRule
+from shared.core.contract import Channel, Contract, MatchRule
 from shared.core.lint.findings import LintError
 from shared.core.lint.operands import ExpressionLinter, is_event_expr
 from shared.core.patterns import PatternError, compile_pattern
@@ -55,6 +58,8 @@ RESERVED_REASONS = frozenset(
         "action_not_reported",
         "awaiting_action_report",
         "human_review_resolved",
+        "inconsistent_reading",
+        "late_contradiction",
     }
 )
 """Reason ids the runtime gives itself; a condition or rule id may not take one over."""
@@ -214,6 +219,7 @@ class _ContractLinter(ExpressionLinter):
                         self._operands(mwhere, rule.path, rule.op, rule.value, in_match=True)
                 if ch.http is not None:
                     self.err(f"{where}.http", "a webhook channel takes no http parameters")
+            self._monotone(where, ch)
 
     def _conditions(self) -> None:
         ids: list[tuple[str, str]] = []
@@ -270,6 +276,8 @@ class _ContractLinter(ExpressionLinter):
                 )
             if not rule.reason.strip():
                 self.err(f"{where}.reason", "give the reason in words")
+            if rule.supersedes_verified:
+                self._supersedes(where, rule.path, rule.verdict)
         for i, cond in enumerate(self.c.rejection.confirm if self.c.rejection else ()):
             where = f"rejection.confirm[{i}]"
             ids.append((cond.id, f"{where}.id"))
@@ -300,6 +308,52 @@ class _ContractLinter(ExpressionLinter):
             if ident in seen:
                 self.err(where, f"id {ident} is used twice (conditions and rules share ids)")
             seen.add(ident)
+
+    def _monotone(self, where: str, ch: Channel) -> None:
+        """``monotone`` judges readbacks only; each part must be able to say something."""
+        rule = ch.monotone
+        if rule is None:
+            return
+        if ch.verifier != "http":
+            self.err(
+                f"{where}.monotone",
+                "only a readback can go backwards; event channels are ordered by provider time",
+            )
+        if not (rule.exists or rule.keeps_items or rule.stages is not None):
+            self.err(f"{where}.monotone", "declare exists, keeps_items or stages")
+        if rule.keeps_items and (ch.http is None or ch.http.paginate is None):
+            self.err(
+                f"{where}.monotone.keeps_items",
+                "only a paged list readback (http.paginate) holds items",
+            )
+        stages = rule.stages
+        if stages is not None:
+            if not re.match(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$", stages.field):
+                self.err(
+                    f"{where}.monotone.stages.field",
+                    "a dotted field of the reading (letters, digits, _ and -), e.g. status",
+                )
+            values = [v for stage in stages.order for v in stage]
+            if any(not stage for stage in stages.order):
+                self.err(f"{where}.monotone.stages.order", "a stage lists at least one value")
+            for _, dup in _duplicates(values):
+                self.err(f"{where}.monotone.stages.order", f"{dup} is in two stages")
+
+    def _supersedes(self, where: str, path: str, verdict: str) -> None:
+        """A rule that supersedes a VERIFIED reads signed provider events with its path."""
+        if verdict in ("FAILED", "CONTRADICTED"):
+            self.err(
+                f"{where}.supersedes_verified",
+                f"a {verdict} rule is final and supersedes a VERIFIED already",
+            )
+        channel = next(iter(_observed_channels(path)), None)
+        found = self.channels.get(channel) if channel is not None else None
+        if found is None or found.verifier != "webhook":
+            self.err(
+                f"{where}.supersedes_verified",
+                "only a rule whose path reads a webhook channel (signed provider events) may "
+                "supersede a VERIFIED on its own",
+            )
 
     def _gates(self, where: str, gates: Sequence[MatchRule]) -> None:
         """``when`` rules: well-typed operands over the same roots as conditions."""

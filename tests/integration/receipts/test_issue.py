@@ -62,7 +62,7 @@ def test_final_verdict_has_exactly_one_current_signed_receipt(flow: RefundFlow) 
         assert body["safe_to_claim_complete"] is True
         assert body["contract"] == {
             "id": "stripe.refund.succeeded",
-            "version": "1.1.0",  # new operations take the newest
+            "version": "1.2.0",  # new operations take the newest
             "hash": op.contract_hash,
             "completion_level": "succeeded",
         }

@@ -16,6 +16,9 @@ CREATED = STRIPE / "refund.created.yaml"
 SUCCEEDED_1_1 = STRIPE / "refund.succeeded.v1.1.0.yaml"
 CREATED_1_1 = STRIPE / "refund.created.v1.1.0.yaml"
 """1.1.0 adds the readback of the charge's refunds (``charge_refunds``) to 1.0.0's rows."""
+SUCCEEDED_1_2 = STRIPE / "refund.succeeded.v1.2.0.yaml"
+CREATED_1_2 = STRIPE / "refund.created.v1.2.0.yaml"
+"""1.2.0 adds the refund's failure events and the readbacks' monotone rules to 1.1.0's rows."""
 
 
 def load_yaml(path: Path) -> Any:

@@ -11,13 +11,19 @@ from typer.testing import CliRunner
 
 from services.cli.main import app
 from shared.core.contract import Contract, contract_hash
-from tests.unit.contracts.helpers import SUCCEEDED, SUCCEEDED_1_1, contract_data
+from tests.unit.contracts.helpers import SUCCEEDED, SUCCEEDED_1_1, SUCCEEDED_1_2, contract_data
 
 runner = CliRunner()
 
 
 @pytest.mark.parametrize(
-    ("version", "file"), [(None, SUCCEEDED_1_1), ("1.1.0", SUCCEEDED_1_1), ("1.0.0", SUCCEEDED)]
+    ("version", "file"),
+    [
+        (None, SUCCEEDED_1_2),
+        ("1.2.0", SUCCEEDED_1_2),
+        ("1.1.0", SUCCEEDED_1_1),
+        ("1.0.0", SUCCEEDED),
+    ],
 )
 def test_show_prints_the_contract_with_its_hash(version: str | None, file: Path) -> None:
     args = ["contracts", "show", "stripe.refund.succeeded"]
@@ -58,7 +64,7 @@ def test_hash_of_a_file(tmp_path: Path) -> None:
 def test_render_prints_the_page_and_writes_a_file(tmp_path: Path) -> None:
     result = runner.invoke(app, ["contracts", "render", "stripe.refund.succeeded"])
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("# stripe.refund.succeeded 1.1.0\n")  # the newest
+    assert result.stdout.startswith("# stripe.refund.succeeded 1.2.0\n")  # the newest
     assert "| Skill | [Stripe 0.1.0](/verify/stripe) |" in result.stdout
     out = tmp_path / "page.md"
     result = runner.invoke(
@@ -77,8 +83,10 @@ def test_list() -> None:
         ["app.entitlement.revoked", "1.0.0"],
         ["stripe.refund.created", "1.0.0"],
         ["stripe.refund.created", "1.1.0"],
+        ["stripe.refund.created", "1.2.0"],
         ["stripe.refund.succeeded", "1.0.0"],
         ["stripe.refund.succeeded", "1.1.0"],
+        ["stripe.refund.succeeded", "1.2.0"],
     ]
 
 
@@ -118,14 +126,14 @@ def test_allow_unsigned_from_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_registry: None
 ) -> None:
     data = contract_data(SUCCEEDED)
-    data["version"] = "1.2.0"
+    data["version"] = "1.9.0"
     (tmp_path / "mine.json").write_text(json.dumps(data, default=str))
     monkeypatch.setenv("PROVELY_CONTRACT_PATHS", str(tmp_path))
     monkeypatch.setenv("PROVELY_ALLOW_UNSIGNED_SKILLS", "true")
     result = runner.invoke(app, ["contracts", "show", "stripe.refund.succeeded"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["version"] == "1.2.0"
+    assert doc["version"] == "1.9.0"
     assert doc["loaded"]["certification"] == "unsigned"
     result = runner.invoke(app, ["contracts", "render", "stripe.refund.succeeded"])
     assert "| Certification | Unsigned |" in result.stdout

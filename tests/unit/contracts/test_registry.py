@@ -98,6 +98,8 @@ def test_shipped_skill_verifies_with_the_project_key() -> None:
         "refund.created.yaml",
         "refund.succeeded.v1.1.0.yaml",
         "refund.created.v1.1.0.yaml",
+        "refund.succeeded.v1.2.0.yaml",
+        "refund.created.v1.2.0.yaml",
     }
 
 
@@ -213,15 +215,16 @@ def _skill_with_version(root: Path, version: str, key: Ed25519PrivateKey) -> Pat
 
 def test_versions_side_by_side_and_get_picks_the_newest(tmp_path: Path) -> None:
     key = Ed25519PrivateKey.generate()
-    _skill_with_version(tmp_path, "1.2.0", key)
+    _skill_with_version(tmp_path, "1.9.0", key)
     registry = load_registry([SHIPPED_CONTRACTS_DIR, tmp_path], trusted_keys=keys_with(key))
-    assert registry.versions("stripe.refund.succeeded") == ["1.0.0", "1.1.0", "1.2.0"]
-    assert registry.get("stripe.refund.succeeded").version == "1.2.0"
+    assert registry.versions("stripe.refund.succeeded") == ["1.0.0", "1.1.0", "1.2.0", "1.9.0"]
+    assert registry.get("stripe.refund.succeeded").version == "1.9.0"
     old = registry.entry("stripe.refund.succeeded", "1.0.0")
     assert old.contract.version == "1.0.0"
     assert registry.by_hash(old.hash) is old
     with pytest.raises(
-        ContractNotFoundError, match=r"no version 2\.0\.0 \(loaded: 1\.0\.0, 1\.1\.0, 1\.2\.0\)"
+        ContractNotFoundError,
+        match=r"no version 2\.0\.0 \(loaded: 1\.0\.0, 1\.1\.0, 1\.2\.0, 1\.9\.0\)",
     ):
         registry.get("stripe.refund.succeeded", "2.0.0")
     with pytest.raises(ContractNotFoundError, match="unknown contract"):
@@ -253,7 +256,7 @@ def test_conflicting_files_are_refused_naming_both(tmp_path: Path) -> None:
 def test_identical_copies_are_not_a_conflict(tmp_path: Path) -> None:
     copy_skill(tmp_path / "stripe-copy")
     registry = load_registry([SHIPPED_CONTRACTS_DIR, tmp_path], trusted_keys=shipped_keys())
-    assert registry.versions("stripe.refund.succeeded") == ["1.0.0", "1.1.0"]
+    assert registry.versions("stripe.refund.succeeded") == ["1.0.0", "1.1.0", "1.2.0"]
 
 
 def test_settings_supply_the_paths_and_the_trusted_keys(tmp_path: Path) -> None:
@@ -266,7 +269,7 @@ def test_settings_supply_the_paths_and_the_trusted_keys(tmp_path: Path) -> None:
         allow_unsigned_skills=False,
     )
     registry = load_registry(settings=settings)
-    assert registry.versions("stripe.refund.succeeded") == ["1.0.0", "1.1.0", "2.0.0"]
+    assert registry.versions("stripe.refund.succeeded") == ["1.0.0", "1.1.0", "1.2.0", "2.0.0"]
     with pytest.raises(RegistryError) as exc:
         load_registry(settings=Settings(contract_paths=str(tmp_path / "extra")))
     assert "not a trusted publisher key" in _problems(exc)
@@ -313,7 +316,7 @@ def test_cli_keygen_sign_verify(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["skills", "verify", str(skill), "--key", str(pub)])
     assert result.exit_code == 0, result.output
-    assert "ok: skill stripe 0.1.0, 4 contract file(s)" in result.output
+    assert "ok: skill stripe 0.1.0, 6 contract file(s)" in result.output
 
     with (skill / "refund.created.yaml").open("ab") as fh:
         fh.write(b" ")

@@ -10,9 +10,10 @@ project writes its own prose, so those sentences differ from the seed's on purpo
 test below makes sure they do). The render also has rows the seed lacks, such as the currency
 conditions; that is fine.
 
-Both shipped versions are checked: 1.0.0 (the seed's contract) and 1.1.0, which adds the
-readback of the charge's refunds and must keep every row of the seed (its Version row aside,
-which names its own version).
+Every shipped version is checked: 1.0.0 (the seed's contract), 1.1.0, which adds the
+readback of the charge's refunds, and 1.2.0, which adds the refund's failure events and the
+readbacks' monotone rules; each must keep every row of the seed (its Version row aside, which
+names its own version).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from shared.trust.registry import SHIPPED_CONTRACTS_DIR, SHIPPED_KEYS_DIR, load_
 from shared.trust.skills import load_trusted_keys
 from tests.unit.contracts.helpers import REPO_ROOT
 
-VERSIONS = ("1.0.0", "1.1.0")
+VERSIONS = ("1.0.0", "1.1.0", "1.2.0")
 SEED_PAGE = REPO_ROOT.parent / "shared" / "seeds" / "000_2965d0570c4e3818.txt"
 PROSE_COLUMNS = {"Meaning", "Description", "Reason"}
 

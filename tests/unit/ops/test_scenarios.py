@@ -52,8 +52,13 @@ def test_short_timing_contract_is_signed_and_loads_beside_the_shipped_one(
         allow_unsigned_skills=False,
     )
     registry = load_registry(settings=settings)
-    # The demo pins 1.1.0 and a short copy of 1.0.0; the shipped 1.0.0 loads beside them.
-    assert registry.versions("stripe.refund.succeeded") == ["1.0.0", SHORT_VERSION, "1.1.0"]
+    # The demo pins 1.1.0 and a short copy of 1.0.0; the shipped versions load beside them.
+    assert registry.versions("stripe.refund.succeeded") == [
+        "1.0.0",
+        SHORT_VERSION,
+        "1.1.0",
+        "1.2.0",
+    ]
     assert STANDARD_VERSION == "1.1.0"
     short = registry.entry("stripe.refund.succeeded", SHORT_VERSION)
     assert short.signed

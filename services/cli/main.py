@@ -13,6 +13,7 @@ from services.cli import (
     audit,
     contracts,
     db,
+    operations,
     receipts,
     sandbox,
     serve,
@@ -66,7 +67,7 @@ def version() -> None:
     typer.echo(_installed_version())
 
 
-for module in (contracts, db, admin, sandbox, serve, receipts, audit, skills, demo):
+for module in (contracts, db, admin, operations, sandbox, serve, receipts, audit, skills, demo):
     module.register(app)
 
 

@@ -1,0 +1,65 @@
+"""What a long-running command checks before it starts anything: one line for the first
+problem, so that ``provely up`` and ``provely sandbox stripe`` exit 2 at once instead of
+starting workers that die on the same problem.
+
+- :func:`port_problem` — the address cannot be listened on (taken, not ours);
+- :func:`data_dir_problem` — the data directory cannot be made or written;
+- :func:`contracts_problem` — the contracts and skills do not load (tampered, untrusted,
+  not linting), as ``provely contracts list`` would say it.
+
+The settings themselves are validated when they are read (``get_settings()``): a bad
+``PROVELY_*`` value is a ``ValidationError`` that ``provely``'s entry point turns into one line
+and exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from shared.runtime.datafiles import private_dir
+from shared.runtime.settings import Settings
+
+__all__ = ["contracts_problem", "data_dir_problem", "port_problem"]
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on now, or ``None`` when it can."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+            probe.bind((host, port))
+    except OSError as exc:
+        return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+    return None
+
+
+def data_dir_problem(directory: Path) -> str | None:
+    """Why the data directory cannot hold the embedded system's files, or ``None``.
+
+    It creates the directory (``0700``, as the embedded system would) when it is missing."""
+    try:
+        private_dir(directory)
+    except OSError as exc:
+        return f"cannot use the data directory {directory}: {exc.strerror or exc}"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"cannot use the data directory {directory}: not writable"
+    return None
+
+
+def contracts_problem(settings: Settings) -> str | None:
+    """The contracts and skills as the services would load them: the first problem (and how
+    many more), or ``None`` when they all load."""
+    # Imported here: the registry pulls YAML and the signature code, which `provely --help`
+    # need not load.
+    from shared.trust.registry import RegistryError, load_registry
+
+    try:
+        load_registry(settings=settings)
+    except RegistryError as exc:
+        first = exc.problems[0] if exc.problems else str(exc)
+        more = len(exc.problems) - 1
+        tail = f" (and {more} more; `provely contracts list` shows them all)" if more > 0 else ""
+        return f"contracts cannot be loaded: {first}{tail}"
+    return None

@@ -5,7 +5,10 @@ starting workers that die on the same problem.
 - :func:`port_problem` — the address cannot be listened on (taken, not ours);
 - :func:`data_dir_problem` — the data directory cannot be made or written;
 - :func:`contracts_problem` — the contracts and skills do not load (tampered, untrusted,
-  not linting), as ``provely contracts list`` would say it.
+  not linting), as ``provely contracts list`` would say it;
+- :func:`keys_problem` — ``PROVELY_SECRET_KEY`` is not a Fernet key, or
+  ``PROVELY_RECEIPT_KEY_FILE`` cannot be read as an Ed25519 private key (found otherwise only
+  when the first secret is stored or the first receipt signed).
 
 The settings themselves are validated when they are read (``get_settings()``): a bad
 ``PROVELY_*`` value is a ``ValidationError`` that ``provely``'s entry point turns into one line
@@ -21,7 +24,7 @@ from pathlib import Path
 from shared.runtime.datafiles import private_dir
 from shared.runtime.settings import Settings
 
-__all__ = ["contracts_problem", "data_dir_problem", "port_problem"]
+__all__ = ["contracts_problem", "data_dir_problem", "keys_problem", "port_problem"]
 
 
 def port_problem(host: str, port: int) -> str | None:
@@ -62,4 +65,25 @@ def contracts_problem(settings: Settings) -> str | None:
         more = len(exc.problems) - 1
         tail = f" (and {more} more; `provely contracts list` shows them all)" if more > 0 else ""
         return f"contracts cannot be loaded: {first}{tail}"
+    return None
+
+
+def keys_problem(settings: Settings) -> str | None:
+    """Why the secret key or the receipt key file cannot be used, or ``None``. Without
+    ``PROVELY_SECRET_KEY`` the embedded default makes its key in the data directory (which
+    :func:`data_dir_problem` has checked first)."""
+    from shared.lifecycle.receipt_keyring import ReceiptKeyError, load_private_key_file
+    from shared.trust.secrets import SecretError, check_secret_key
+
+    try:
+        check_secret_key(settings)
+    except SecretError as exc:
+        return str(exc)
+    except ValueError as exc:  # Fernet refuses a key that is not 32 url-safe base64 bytes
+        return f"PROVELY_SECRET_KEY is not a Fernet key: {exc}"
+    if settings.receipt_key_file is not None:
+        try:
+            load_private_key_file(settings.receipt_key_file)
+        except ReceiptKeyError as exc:
+            return f"PROVELY_RECEIPT_KEY_FILE: {exc}"
     return None

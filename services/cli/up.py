@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,12 @@ from typing import Any
 import typer
 
 from services.cli.embedded import EmbeddedSystem
-from services.cli.preflight import contracts_problem, data_dir_problem, port_problem
+from services.cli.preflight import (
+    contracts_problem,
+    data_dir_problem,
+    keys_problem,
+    port_problem,
+)
 from services.cli.supervisor import SupervisorError
 
 __all__ = ["register"]
@@ -54,17 +59,21 @@ def up(
 ) -> None:
     """Run the whole system on this machine (SQLite, embedded broker); Ctrl-C stops it.
 
-    Before it starts anything it checks the settings, the address, the data directory and the
-    contracts and skills: the first problem is one line on stderr and exit 2."""
+    Before it starts anything it checks the settings, the address, the contracts and skills,
+    the data directory and the keys, in that order: the first problem is one line on stderr and
+    exit 2 (and nothing is made after it)."""
     from shared.runtime.settings import get_settings
 
     settings = get_settings()  # a bad PROVELY_* value: one line, exit 2 (services.cli.main)
     directory = data_dir or settings.data_dir
-    for problem in (
-        port_problem(host, port),
-        contracts_problem(settings),
-        data_dir_problem(directory),
-    ):
+    checks: tuple[Callable[[], str | None], ...] = (
+        lambda: port_problem(host, port),
+        lambda: contracts_problem(settings),
+        lambda: data_dir_problem(directory),
+        lambda: keys_problem(settings.model_copy(update={"data_dir": directory})),
+    )
+    for check in checks:
+        problem = check()
         if problem is not None:
             typer.echo(f"error: {problem}", err=True)
             raise typer.Exit(2)

@@ -60,6 +60,19 @@ CASES = {
         2,
         "cannot use the data directory /proc/nope",
     ),
+    "up: a secret key that is not a Fernet key, before any worker": Case(
+        lambda _w, _t: ["up", "--port", str(free_port())],
+        2,
+        "PROVELY_SECRET_KEY",
+        env=lambda _w: {"PROVELY_SECRET_KEY": "nope"},
+        leaves_nothing=False,  # the data directory was checked (made) before the keys
+    ),
+    "up: a receipt key file that does not exist, before any worker": Case(
+        lambda w, _t: ["up", "--port", str(free_port()), "--data-dir", str(w.parent / "d")],
+        2,
+        "PROVELY_RECEIPT_KEY_FILE: cannot read receipt key file",
+        env=lambda w: {"PROVELY_RECEIPT_KEY_FILE": str(w / "none.pem")},
+    ),
     "up: negative sweeper interval": Case(
         lambda _w, _t: ["up", "--port", str(free_port())],
         2,

@@ -6,6 +6,8 @@ starting workers that die on the same problem.
 - :func:`data_dir_problem` — the data directory cannot be made or written;
 - :func:`contracts_problem` — the contracts and skills do not load (tampered, untrusted,
   not linting), as ``provely contracts list`` would say it;
+- :func:`database_problem` — ``PROVELY_DATABASE_URL`` is not a URL, or names a server that
+  cannot be reached (the embedded SQLite file is made by the migrations);
 - :func:`keys_problem` — ``PROVELY_SECRET_KEY`` is not a Fernet key, or
   ``PROVELY_RECEIPT_KEY_FILE`` cannot be read as an Ed25519 private key (found otherwise only
   when the first secret is stored or the first receipt signed).
@@ -24,7 +26,13 @@ from pathlib import Path
 from shared.runtime.datafiles import private_dir
 from shared.runtime.settings import Settings
 
-__all__ = ["contracts_problem", "data_dir_problem", "keys_problem", "port_problem"]
+__all__ = [
+    "contracts_problem",
+    "data_dir_problem",
+    "database_problem",
+    "keys_problem",
+    "port_problem",
+]
 
 
 def port_problem(host: str, port: int) -> str | None:
@@ -86,4 +94,37 @@ def keys_problem(settings: Settings) -> str | None:
             load_private_key_file(settings.receipt_key_file)
         except ReceiptKeyError as exc:
             return f"PROVELY_RECEIPT_KEY_FILE: {exc}"
+    return None
+
+
+def database_problem(settings: Settings) -> str | None:
+    """Why the configured database cannot be used, or ``None``. An SQLite file is not opened
+    here (the migrations create it in the data directory, checked before); a server is
+    connected to once."""
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+    from shared.db.session import make_engine
+
+    url = settings.resolved_database_url()
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return "PROVELY_DATABASE_URL is not an SQLAlchemy URL"
+    if parsed.get_backend_name() == "sqlite":
+        return None
+    shown = parsed.render_as_string(hide_password=True)
+    try:
+        engine = make_engine(url, pool_pre_ping=True)
+    except (SQLAlchemyError, ImportError) as exc:
+        return f"cannot use the database {shown}: {exc.__class__.__name__}"
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        first = (str(getattr(exc, "orig", None) or exc).splitlines() or ["?"])[0]
+        return f"cannot reach the database {shown}: {first}"
+    finally:
+        engine.dispose()
     return None

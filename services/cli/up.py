@@ -24,6 +24,7 @@ from services.cli.embedded import EmbeddedSystem
 from services.cli.preflight import (
     contracts_problem,
     data_dir_problem,
+    database_problem,
     keys_problem,
     port_problem,
 )
@@ -60,8 +61,8 @@ def up(
     """Run the whole system on this machine (SQLite, embedded broker); Ctrl-C stops it.
 
     Before it starts anything it checks the settings, the address, the contracts and skills,
-    the data directory and the keys, in that order: the first problem is one line on stderr and
-    exit 2 (and nothing is made after it)."""
+    the data directory, the database and the keys, in that order: the first problem is one
+    line on stderr and exit 2 (and nothing is made after it)."""
     from shared.runtime.settings import get_settings
 
     settings = get_settings()  # a bad PROVELY_* value: one line, exit 2 (services.cli.main)
@@ -70,6 +71,7 @@ def up(
         lambda: port_problem(host, port),
         lambda: contracts_problem(settings),
         lambda: data_dir_problem(directory),
+        lambda: database_problem(settings.model_copy(update={"data_dir": directory})),
         lambda: keys_problem(settings.model_copy(update={"data_dir": directory})),
     )
     for check in checks:

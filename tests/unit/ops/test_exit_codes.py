@@ -73,6 +73,16 @@ CASES = {
         "PROVELY_RECEIPT_KEY_FILE: cannot read receipt key file",
         env=lambda w: {"PROVELY_RECEIPT_KEY_FILE": str(w / "none.pem")},
     ),
+    "up: database unreachable, before any worker": Case(
+        lambda w, _t: ["up", "--port", str(free_port()), "--data-dir", str(w.parent / "d")],
+        2,
+        "cannot reach the database postgresql+psycopg://postgres@127.0.0.1:",
+        env=lambda _w: {
+            "PROVELY_DATABASE_URL": (
+                f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/x?connect_timeout=5"
+            )
+        },
+    ),
     "up: negative sweeper interval": Case(
         lambda _w, _t: ["up", "--port", str(free_port())],
         2,

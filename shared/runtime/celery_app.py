@@ -168,6 +168,10 @@ def prepare_embedded_broker(broker_url: str) -> None:
             for name in (OBSERVE_QUEUE, CORRELATE_QUEUE, VERDICT_QUEUE):
                 channel.queue_declare(queue=name)
         finally:
+            # kombu's channel never closes its session: closed here, its connection goes back
+            # to the pool that dispose() closes (Python 3.13 warns of one left to the collector).
+            if channel._session is not None:
+                channel._session.close()
             channel.close()
             # kombu keeps an engine per broker for the life of the process; this one is done.
             cached = kombu_sqla.Channel._engines.pop(str(connection.hostname), None)

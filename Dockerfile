@@ -10,6 +10,8 @@ COPY shared ./shared
 COPY services ./services
 # provely_sdk (sdk/python): `provely mcp` calls the API through it.
 COPY sdk/python ./sdk/python
+# The shipped contracts (signed skills) and publisher keys: package data of the wheel.
+COPY contracts ./contracts
 # The dependencies are the lock's exact versions, checked against their hashes (scripts/lock).
 RUN python -m pip wheel --wheel-dir /wheels --require-hashes -r requirements/base.txt \
     && python -m pip wheel --wheel-dir /wheels --no-deps . ./sdk/python
@@ -28,12 +30,7 @@ RUN groupadd --system --gid 10001 provely \
     && chown provely:provely /var/lib/provely
 COPY --from=build /wheels /wheels
 RUN python -m pip install /wheels/*.whl && rm -rf /wheels
-# The shipped contracts (signed skills) sit next to the installed packages, where the registry
-# looks for them.
-COPY contracts /tmp/contracts
-RUN site="$(python -c 'import pathlib, shared; print(pathlib.Path(shared.__file__).resolve().parents[1])')" \
-    && mv /tmp/contracts "$site/contracts" \
-    && provely --help >/dev/null
+RUN provely contracts list >/dev/null
 USER provely:provely
 WORKDIR /var/lib/provely
 EXPOSE 8080 9100

@@ -37,11 +37,14 @@ def _errors() -> Iterator[None]:
     """Turn expected failures into one line on stderr and an exit code."""
     from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
+    from services.cli.system import NoSystemError
     from shared.db.tenants import TenantError
     from shared.trust.secrets import SecretError
 
     try:
         yield
+    except NoSystemError as exc:
+        raise _fail(str(exc), 2) from None
     except TenantError as exc:
         raise _fail(str(exc), 1) from None
     except SecretError as exc:
@@ -61,12 +64,14 @@ def _run(work: Callable[[Any, Any], T]) -> T:
     """Run ``work(session, now)`` in one transaction against the configured database."""
     from datetime import UTC, datetime
 
+    from services.cli.system import existing_database_url
     from shared.db.session import get_engine, session_scope
     from shared.trust.secrets import check_secret_key
 
     with _errors():
+        url = existing_database_url()  # before the secret key: nothing is created elsewhere
         check_secret_key()
-        with session_scope(get_engine()) as session:
+        with session_scope(get_engine(url)) as session:
             return work(session, datetime.now(UTC))
 
 

@@ -193,14 +193,14 @@ def verify(
     from sqlalchemy import select
     from sqlalchemy.exc import SQLAlchemyError
 
+    from services.cli.system import exit_when_no_system
     from shared.db.models import Workspace
     from shared.db.session import make_engine, session_scope
-    from shared.runtime.settings import get_settings
 
     if not workspace and not every:
         typer.echo("error: name a workspace with --workspace W (or --all)", err=True)
         raise typer.Exit(2)
-    engine = make_engine(url or get_settings().resolved_database_url())
+    engine = make_engine(exit_when_no_system(url))
     try:
         with session_scope(engine) as session:
             names = list(workspace)

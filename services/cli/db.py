@@ -37,7 +37,7 @@ def upgrade(
             f"{str(exc).splitlines()[0]}",
             err=True,
         )
-        raise typer.Exit(1) from None
+        raise typer.Exit(2) from None
     typer.echo(f"database at revision {revision}: {_redact(target)}")
 
 
@@ -45,18 +45,20 @@ def upgrade(
 def current(
     url: str | None = typer.Option(None, "--url", help="SQLAlchemy URL."),
 ) -> None:
-    """Print the database's current revision (exit 1 when it is behind the code's head)."""
+    """Print the database's current revision (exit 1 when it is behind the code's head).
+
+    It only reads: a database that does not exist is exit 2, never created."""
     from sqlalchemy.exc import SQLAlchemyError
 
+    from services.cli.system import exit_when_no_system
     from shared.db.migrate import current_revision, head_revision
-    from shared.runtime.settings import get_settings
 
-    target = url or get_settings().resolved_database_url()
+    target = exit_when_no_system(url)
     try:
         rev = current_revision(target)
     except SQLAlchemyError as exc:
         typer.echo(f"error: cannot read {_redact(target)}: {str(exc).splitlines()[0]}", err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(2) from None
     head = head_revision()
     typer.echo(f"current: {rev or 'none'}  head: {head}")
     if rev != head:

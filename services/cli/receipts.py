@@ -50,20 +50,17 @@ def _keys_from_url(url: str) -> bytes:
 
 
 def _keys_from_database() -> KeyRing:
-    from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
+    from services.cli.system import NoSystemError, existing_database_url
     from shared.db.session import make_engine, session_scope
     from shared.lifecycle.receipt_keyring import keyring_from_rows
     from shared.lifecycle.receipt_keys import list_receipt_keys
-    from shared.runtime.settings import get_settings
 
-    url = get_settings().resolved_database_url()
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        database = parsed.database or ""
-        if database not in ("", ":memory:") and not Path(database).exists():
-            raise _CannotCheck(f"no local database at {database}; pass --keys FILE|URL")
+    try:
+        url = existing_database_url()
+    except NoSystemError as exc:
+        raise _CannotCheck(f"{exc}; or pass --keys FILE|URL") from None
     engine = make_engine(url)
     try:
         with session_scope(engine) as session:
@@ -149,9 +146,10 @@ def verify(
 
 
 def _database_session() -> Any:
+    from services.cli.system import exit_when_no_system
     from shared.db.session import get_engine, session_scope
 
-    return session_scope(get_engine())
+    return session_scope(get_engine(exit_when_no_system()))
 
 
 @group.command("show")
@@ -231,7 +229,7 @@ def rotate_key() -> None:
     except ReceiptKeyError as exc:
         raise _fail(str(exc), 1) from exc
     except SQLAlchemyError as exc:
-        raise _fail(f"cannot write the database: {str(exc).splitlines()[0]}", 1) from exc
+        raise _fail(f"cannot write the database: {str(exc).splitlines()[0]}", 2) from exc
     if old_id is None:
         typer.echo(f"active receipt key {new_id} (there was none before)")
     else:

@@ -109,9 +109,15 @@ def register(app: typer.Typer) -> None:
         import uvicorn
         from pydantic import ValidationError
 
+        from services.cli.preflight import port_problem
         from services.sandbox.errors import StateFileError
         from services.sandbox.stripe import create_app
 
+        # Before anything is printed or the state file written: a taken port is exit 2.
+        taken = port_problem(host, port)
+        if taken is not None:
+            typer.echo(f"error: {taken}", err=True)
+            raise typer.Exit(2)
         given: dict[str, object | None] = {
             "duplicate": duplicate,
             "order": order.value if order is not None else None,
@@ -151,7 +157,7 @@ def register(app: typer.Typer) -> None:
             uvicorn.run(sandbox_app, host=host, port=port, log_level="warning")
         except OSError as exc:
             typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror}", err=True)
-            raise typer.Exit(1) from None
+            raise typer.Exit(2) from None
 
     @group.command("trigger")
     def trigger_event(

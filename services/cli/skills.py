@@ -58,15 +58,22 @@ def sign(
     directory: Path = typer.Argument(..., metavar="DIR", help="A skill directory (skill.yaml)."),
     key: Path = typer.Option(..., "--key", help="The publisher's private key (PEM)."),
 ) -> None:
-    """Record each contract file's sha256 in the manifest and write skill.sig."""
+    """Record each contract file's sha256 in the manifest and write skill.sig.
+
+    Exit 2 when the key cannot be read or the skill not written, 1 when the skill does not
+    sign (a manifest or contract with problems)."""
     from shared.trust.skills import SIGNATURE_FILE, SkillError, load_private_key, sign_skill
 
     try:
-        check = sign_skill(directory, load_private_key(key))
+        private_key = load_private_key(key)
+    except SkillError as exc:
+        raise _fail(str(exc), 2) from None
+    try:
+        check = sign_skill(directory, private_key)
     except SkillError as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
-        raise _fail(f"{directory}: cannot write: {exc.strerror}") from None
+        raise _fail(f"{directory}: cannot write: {exc.strerror}", 2) from None
     m = check.manifest
     typer.echo(
         f"signed skill {m.provider} {m.version} ({len(m.contracts)} contract file(s)) "

@@ -11,11 +11,9 @@ from ``next_observation_at`` (the sweeper re-sends what came due meanwhile).
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,13 @@ from typing import Any
 import typer
 
 from services.cli.embedded import EmbeddedSystem
+from services.cli.preflight import (
+    contracts_problem,
+    data_dir_problem,
+    database_problem,
+    keys_problem,
+    port_problem,
+)
 from services.cli.supervisor import SupervisorError
 
 __all__ = ["register"]
@@ -53,17 +58,27 @@ def up(
         None, "--log-dir", help="Write each service's output to DIR/<service>.log."
     ),
 ) -> None:
-    """Run the whole system on this machine (SQLite, embedded broker); Ctrl-C stops it."""
+    """Run the whole system on this machine (SQLite, embedded broker); Ctrl-C stops it.
+
+    Before it starts anything it checks the settings, the address, the contracts and skills,
+    the data directory, the database and the keys, in that order: the first problem is one
+    line on stderr and exit 2 (and nothing is made after it)."""
     from shared.runtime.settings import get_settings
 
-    directory = data_dir or get_settings().data_dir
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
-            probe.bind((host, port))
-    except OSError as exc:
-        typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror}", err=True)
-        raise typer.Exit(1) from None
+    settings = get_settings()  # a bad PROVELY_* value: one line, exit 2 (services.cli.main)
+    directory = data_dir or settings.data_dir
+    checks: tuple[Callable[[], str | None], ...] = (
+        lambda: port_problem(host, port),
+        lambda: contracts_problem(settings),
+        lambda: data_dir_problem(directory),
+        lambda: database_problem(settings.model_copy(update={"data_dir": directory})),
+        lambda: keys_problem(settings.model_copy(update={"data_dir": directory})),
+    )
+    for check in checks:
+        problem = check()
+        if problem is not None:
+            typer.echo(f"error: {problem}", err=True)
+            raise typer.Exit(2)
     system = EmbeddedSystem(
         data_dir=directory,
         host=host,
@@ -72,7 +87,7 @@ def up(
         verdict_concurrency=verdict_concurrency,
         log_dir=log_dir,
         embedded_only=False,
-        env={"PROVELY_LOG_JSON": os.environ.get("PROVELY_LOG_JSON", "false")},
+        env={"PROVELY_LOG_JSON": "true" if settings.log_json else "false"},
     )
     stop: list[bool] = []
     with _signals_stop(stop):

@@ -106,6 +106,9 @@ class _EmbeddedSqlaChannel(kombu_sqla.Channel):
 
     def _engine_from_config(self) -> Any:
         conninfo: Any = self.connection.client
+        broker_file = sqlite_file_of(f"sqla+{conninfo.hostname or ''}")
+        if broker_file is not None:
+            private_file(broker_file)  # 0600 in a 0700 data dir (shared.runtime.datafiles)
         saved = conninfo.transport_options
         options = dict(saved)
         options.pop("polling_interval", None)
@@ -181,12 +184,19 @@ def prepare_embedded_broker(broker_url: str) -> None:
     them creates either (``provely up`` and ``provely demo`` do). Idempotent."""
     if not broker_url.startswith(("sqla+", "sqlalchemy+")):
         return
+    broker_file = sqlite_file_of(broker_url)
+    if broker_file is not None:
+        private_file(broker_file)  # 0600 in a 0700 data dir (shared.runtime.datafiles)
     with Connection(broker_url, transport_options=_transport_options(broker_url)) as connection:
         channel: Any = connection.channel()
         try:
             for name in (OBSERVE_QUEUE, CORRELATE_QUEUE, VERDICT_QUEUE):
                 channel.queue_declare(queue=name)
         finally:
+            # kombu's channel never closes its session: closed here, its connection goes back
+            # to the pool that dispose() closes (Python 3.13 warns of one left to the collector).
+            if channel._session is not None:
+                channel._session.close()
             channel.close()
             # kombu keeps an engine per broker for the life of the process; this one is done.
             cached = kombu_sqla.Channel._engines.pop(str(connection.hostname), None)
@@ -209,9 +219,8 @@ def _transport_options(broker_url: str) -> dict[str, Any]:
 def configure(celery: Celery, settings: Settings) -> None:
     """Point ``celery`` at the broker of ``settings`` (call before the first message is sent)."""
     broker_url = settings.resolved_broker_url()
-    broker_file = sqlite_file_of(broker_url)
-    if broker_file is not None:
-        private_file(broker_file)  # 0600 in a 0700 data dir (shared.runtime.datafiles)
+    # Nothing is created here (it runs at import, in every process that imports the app): the
+    # broker's SQLite file is made when the broker is first used (_Channel._engine_from_config).
     embedded = broker_url.startswith(("sqla+", "sqlalchemy+"))
     celery.conf.update(
         broker_url=broker_url,

@@ -9,17 +9,24 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "get_settings", "settings_problems"]
+from shared.runtime.datadir import default_data_dir
+
+__all__ = ["LOG_LEVELS", "Settings", "get_settings", "settings_problems"]
+
+# The levels of the standard library's logging, by name (any case in the variable).
+LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PROVELY_", extra="ignore")
 
     data_dir: Path = Field(
-        default=Path(".provely"), description="Where the embedded default keeps its files."
+        default=Path(".provely"),
+        description="Where the embedded default keeps its files; unset: the nearest `.provely/` "
+        "from the current directory upwards (as git finds its repository), else `.provely`.",
     )
     database_url: str | None = Field(
         default=None, description="SQLAlchemy URL; default: SQLite in the data dir."
@@ -49,10 +56,10 @@ class Settings(BaseSettings):
         description="Load skills whose signature is missing or fails (certification `unsigned`).",
     )
     webhook_max_body_bytes: int = Field(
-        default=1024 * 1024, description="Largest webhook body accepted."
+        default=1024 * 1024, ge=1, description="Largest webhook body accepted."
     )
     api_max_body_bytes: int = Field(
-        default=256 * 1024, description="Largest agent API body accepted."
+        default=256 * 1024, ge=1, description="Largest agent API body accepted."
     )
     operation_field_max_bytes: int = Field(
         default=32 * 1024,
@@ -93,18 +100,20 @@ class Settings(BaseSettings):
     )
     action_window_seconds: int = Field(
         default=3600,
+        ge=1,
         description="An operation whose action is not reported within this window is EXPIRED.",
     )
     sweeper_interval_seconds: float = Field(
-        default=5.0, description="How often the sweeper looks for overdue work."
+        default=5.0, gt=0, description="How often the sweeper looks for overdue work."
     )
     sweeper_grace_seconds: float = Field(
         default=10.0,
+        ge=0,
         description="How late a scheduled observation may be before the sweeper re-enqueues it.",
     )
-    http_timeout_seconds: float = Field(default=10.0, description="Timeout of one readback.")
+    http_timeout_seconds: float = Field(default=10.0, gt=0, description="Timeout of one readback.")
     http_max_response_bytes: int = Field(
-        default=1024 * 1024, description="Largest readback body read."
+        default=1024 * 1024, ge=1, description="Largest readback body read."
     )
     jitter_ratio: float = Field(
         default=0.1,
@@ -112,7 +121,9 @@ class Settings(BaseSettings):
         le=0.1,
         description="Jitter that may only lengthen a wait (0 turns it off).",
     )
-    log_level: str = Field(default="INFO", description="Log level.")
+    log_level: str = Field(
+        default="INFO", description="Log level: CRITICAL, ERROR, WARNING, INFO or DEBUG."
+    )
     log_json: bool = Field(
         default=True, description="JSON logs (structlog); false for console logs."
     )
@@ -128,6 +139,21 @@ class Settings(BaseSettings):
         description="Address the Prometheus endpoints listen on (0.0.0.0 to be scraped from "
         "another host or container).",
     )
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_log_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"{value!r} is not a log level (one of {', '.join(LOG_LEVELS)})")
+        return level
+
+    @model_validator(mode="after")
+    def _found_data_dir(self) -> Settings:
+        # Unset: the system of the directory tree the command runs in (shared.runtime.datadir).
+        if "data_dir" not in self.model_fields_set:
+            self.data_dir = default_data_dir()
+        return self
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -1,10 +1,11 @@
 """The contract registry: every contract the runtime may use, loaded once, checked at load.
 
-Contracts come from the shipped ``contracts/`` directory and from every directory in
-``PROVELY_CONTRACT_PATHS``. A directory holding ``skill.yaml`` is a skill: its listed contract
-files must match the sha256 recorded in the manifest and the manifest's signature must verify
-with a trusted publisher key (the settings' ``trusted_publisher_keys`` plus the project's keys
-in ``contracts/keys/``). A contract file outside any skill is unsigned.
+Contracts come from the shipped ``contracts/`` directory (package data of an installed wheel,
+``shared/trust/shipped``; the checkout's ``contracts/`` in an editable install) and from every
+directory in ``PROVELY_CONTRACT_PATHS``. A directory holding ``skill.yaml`` is a skill: its
+listed contract files must match the sha256 recorded in the manifest and the manifest's
+signature must verify with a trusted publisher key (the settings' ``trusted_publisher_keys``
+plus the project's keys in ``contracts/keys/``). A contract file outside any skill is unsigned.
 
 Refused at load, with a message naming the file (:class:`RegistryError` lists them all):
 a tampered or unsigned skill, an unsigned contract file, a contract that does not lint, and two
@@ -54,7 +55,17 @@ __all__ = [
     "parse_document",
 ]
 
-SHIPPED_CONTRACTS_DIR = Path(__file__).resolve().parents[2] / "contracts"
+
+def _shipped_contracts_dir() -> Path:
+    """Where the shipped skills are: inside the installed package (the wheel carries them as
+    ``shared/trust/shipped``), else the checkout's ``contracts/`` (an editable install)."""
+    packaged = Path(__file__).resolve().parent / "shipped"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "contracts"
+
+
+SHIPPED_CONTRACTS_DIR = _shipped_contracts_dir()
 SHIPPED_KEYS_DIR = SHIPPED_CONTRACTS_DIR / "keys"
 CONTRACT_SUFFIXES = (".yaml", ".yml", ".json")
 UNSIGNED = "unsigned"

@@ -94,13 +94,15 @@ def test_the_embedded_data_dir_is_0700_and_its_files_0600(tmp_path: Path) -> Non
     env = env_for(data)  # no secret key: the embedded default generates one in the data dir
     run(env, "db", "upgrade")
     run(env, "workspace", "create", "acme")
-    from shared.runtime.celery_app import app, configure
+    from shared.runtime.celery_app import prepare_embedded_broker
     from shared.runtime.settings import Settings
 
     settings = Settings(data_dir=data)
     old = os.umask(0o022)
     try:
-        configure(app, settings)  # the broker file of the embedded default
+        # The broker file of the embedded default, made when the broker is first used (not
+        # when the Celery app is configured: test_importing_the_celery_app_creates_nothing).
+        prepare_embedded_broker(settings.resolved_broker_url())
     finally:
         os.umask(old)
     assert mode(data) == 0o700
@@ -110,3 +112,27 @@ def test_the_embedded_data_dir_is_0700_and_its_files_0600(tmp_path: Path) -> Non
     assert any("key" in name for name in files), files
     for path in data.iterdir():
         assert mode(path) == 0o600, (path.name, oct(mode(path)))
+
+
+def test_importing_the_celery_app_creates_nothing(tmp_path: Path) -> None:
+    """Every process that imports the Celery app configured it with the default settings, and
+    that made the default data directory where it ran (`provely demo` in /tmp left a
+    /tmp/.provely that every command below /tmp then took for its system)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROVELY_")}
+    env["PROVELY_DATA_DIR"] = str(tmp_path / "never")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import shared.runtime.celery_app as c; print(c.app.conf.broker_url)",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert str(tmp_path / "never" / "broker.db") in done.stdout
+    assert not (tmp_path / "never").exists()

@@ -340,7 +340,7 @@ def test_cli_keygen_to_stdout() -> None:
 def test_cli_sign_with_a_missing_key(tmp_path: Path) -> None:
     skill = copy_skill(tmp_path / "stripe")
     result = runner.invoke(app, ["skills", "sign", str(skill), "--key", str(tmp_path / "none")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a file it cannot read: it could not run (README, exit codes)
     assert "cannot read the key" in result.output
 
 

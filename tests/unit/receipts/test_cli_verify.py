@@ -232,7 +232,7 @@ def test_without_keys_and_without_a_local_database_exits_2(tmp_path: Path) -> No
         env=env,
     )
     assert done.returncode == 2
-    assert done.stderr.startswith("no local database at ")
+    assert done.stderr.startswith("no Provely system here: ")
     assert not (tmp_path / "data").exists()
     bad = tmp_path / "bad.json"
     bad.write_text("[]")

@@ -16,7 +16,9 @@ Every ``sweeper_interval_seconds`` it claims rows with ``SELECT … FOR UPDATE S
    ``action_deadline`` (else creation + the workspace's or the settings' window) is EXPIRED;
 5. **correlates stored webhook events that no correlator took** — events still in the
    correlation backlog ``sweeper_grace_seconds`` after they were received (their
-   ``provely.correlate`` message was lost) are linked and their operations woken right here.
+   ``provely.correlate`` message was lost) are linked and their operations woken right here;
+6. **bounds the record of refused deliveries** — each workspace keeps its newest
+   ``refused_deliveries_kept`` (``shared.intake.refusals``): anyone may make them.
 
 Messages are sent only after the claiming transaction commits.
 """
@@ -39,6 +41,7 @@ from shared.core.types import Decision, OperationState, Verdict
 from shared.db.models import Operation, Workspace
 from shared.db.session import get_engine, is_postgres, session_scope
 from shared.intake.correlator import correlate_pending
+from shared.intake.refusals import prune_refusals
 from shared.lifecycle.operations import change_state
 from shared.lifecycle.scheduling import OBSERVABLE_STATES, dispatch_observe
 from shared.lifecycle.watch import WATCHED_STATES, end_expired_watches
@@ -62,6 +65,7 @@ class SweepReport:
     correlated: int = 0
     errors: int = 0
     watches_ended: int = 0
+    refusals_pruned: int = 0
     dispatches: list[tuple[str, int, float]] = field(default_factory=list)
 
     @property
@@ -104,7 +108,14 @@ class Sweeper:
         self._action_window(report)
         self._correlate(report)
         self._end_watches(report)
+        self._prune_refusals(report)
         return report
+
+    def _prune_refusals(self, report: SweepReport) -> None:
+        with session_scope(self.engine) as session:
+            report.refusals_pruned = prune_refusals(
+                session, keep=self.settings.refused_deliveries_kept
+            )
 
     def _end_watches(self, report: SweepReport) -> None:
         """Watches that ended leave the index (``shared.lifecycle.watch``): those verdicts are

@@ -7,6 +7,11 @@ connection are not recorded (anyone may send them; the metrics count them).
 :func:`record_refusals` writes them in the transaction of the batch they arrived with
 (:func:`record_refusals_async` on the intake's psycopg asyncio connections). The caller owns
 the transaction.
+
+Anyone who knows a workspace's address can make refused deliveries, so the record is bounded:
+:func:`prune_refusals` (run by the sweeper on every pass) keeps each workspace's newest
+``keep`` rows and deletes the rest. Between two passes a flood adds at most what arrives in one
+sweeper interval; the metrics still count every refusal.
 """
 
 from __future__ import annotations
@@ -16,12 +21,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, insert
+from sqlalchemy import Connection, and_, delete, func, insert, or_, select
 from sqlalchemy.orm import Session
 
 from shared.db.models import RefusedDelivery
 
-__all__ = ["Refusal", "record_refusals", "record_refusals_async"]
+__all__ = ["Refusal", "prune_refusals", "record_refusals", "record_refusals_async"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,3 +72,36 @@ async def record_refusals_async(conn: Any, refusals: Sequence[Refusal]) -> None:
     if refusals:
         async with conn.cursor() as cursor:
             await cursor.executemany(_PG_INSERT, [r.row() for r in refusals])
+
+
+def prune_refusals(db: Session | Connection, *, keep: int) -> int:
+    """Keep each workspace's newest ``keep`` refused deliveries; return how many were deleted."""
+    crowded = db.execute(
+        select(RefusedDelivery.workspace_id)
+        .group_by(RefusedDelivery.workspace_id)
+        .having(func.count() > keep)
+    ).scalars()
+    deleted = 0
+    for workspace_id in list(crowded):
+        # The newest row past the ones kept; it and every older row go.
+        first_dropped = db.execute(
+            select(RefusedDelivery.received_at, RefusedDelivery.id)
+            .where(RefusedDelivery.workspace_id == workspace_id)
+            .order_by(RefusedDelivery.received_at.desc(), RefusedDelivery.id.desc())
+            .offset(keep)
+            .limit(1)
+        ).first()
+        if first_dropped is None:
+            continue
+        at, pk = first_dropped
+        result = db.execute(
+            delete(RefusedDelivery).where(
+                RefusedDelivery.workspace_id == workspace_id,
+                or_(
+                    RefusedDelivery.received_at < at,
+                    and_(RefusedDelivery.received_at == at, RefusedDelivery.id <= pk),
+                ),
+            )
+        )
+        deleted += int(getattr(result, "rowcount", 0) or 0)
+    return deleted

@@ -111,6 +111,11 @@ class Settings(BaseSettings):
         ge=0,
         description="How late a scheduled observation may be before the sweeper re-enqueues it.",
     )
+    refused_deliveries_kept: int = Field(
+        default=10_000,
+        ge=1,
+        description="Refused deliveries kept per workspace (the newest); the sweeper prunes more.",
+    )
     http_timeout_seconds: float = Field(default=10.0, gt=0, description="Timeout of one readback.")
     http_max_response_bytes: int = Field(
         default=1024 * 1024, ge=1, description="Largest readback body read."

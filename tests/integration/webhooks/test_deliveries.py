@@ -7,14 +7,17 @@ connection, paged."""
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from services.verdict.sweeper import Sweeper
 from shared.db.models import RefusedDelivery
 from shared.db.tenants import create_api_key, create_workspace
+from shared.intake.refusals import Refusal, record_refusals
+from shared.runtime.settings import Settings
 
 from .conftest import Tenant, TestClient, refund, signed, stripe_event
 
@@ -118,3 +121,42 @@ def test_another_workspace_sees_none_of_them(
     listed = client.get("/v1/deliveries", headers=key_of(pg_engine, other_id)).json()
     assert listed["data"] == []
     assert client.get("/v1/deliveries").status_code == 401
+
+
+@pytest.mark.parametrize("backend", ["pg_engine", "sqlite_engine"])
+def test_the_sweeper_keeps_each_workspace_s_newest_refusals(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Anyone who knows a workspace's address can make refused deliveries: the record keeps
+    each workspace's newest ``refused_deliveries_kept`` and the sweeper deletes the rest."""
+    engine: Engine = request.getfixturevalue(backend)
+    start = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    flooded, quiet = f"ws_flood_{backend}", f"ws_quiet_{backend}"
+    with Session(engine) as session, session.begin():
+        record_refusals(
+            session,
+            [
+                Refusal(ws, "stripe", "conn_x", "signature_mismatch", 400, 10, at)
+                for ws, count in ((flooded, 25), (quiet, 3))
+                # two rows share each second: the tie is broken by the row's id
+                for at in (start + timedelta(seconds=i // 2) for i in range(count))
+            ],
+        )
+    settings = Settings(refused_deliveries_kept=10)
+    report = Sweeper(engine=engine, settings=settings, send_observe=lambda *a: None).sweep_once()
+    assert report.refusals_pruned == 15
+    with Session(engine) as session:
+        kept = session.execute(
+            select(
+                RefusedDelivery.workspace_id, RefusedDelivery.received_at, RefusedDelivery.id
+            ).order_by(RefusedDelivery.id)
+        ).all()
+    flood_rows = [(at, pk) for ws, at, pk in kept if ws == flooded]
+    assert len(flood_rows) == 10
+    # the newest ten: the last ten inserted
+    assert [at for at, _ in flood_rows] == [
+        start + timedelta(seconds=i // 2) for i in range(15, 25)
+    ]
+    assert sum(1 for ws, _, _ in kept if ws == quiet) == 3
+    # a second pass has nothing left to delete
+    assert Sweeper(engine=engine, settings=settings).sweep_once().refusals_pruned == 0

@@ -28,6 +28,7 @@ from provely_sdk._models import (
     ContractSummary,
     CorrelationOut,
     EvidenceOut,
+    IgnoredEventOut,
     OperationOut,
     RetryOut,
     ReviewOut,
@@ -202,6 +203,7 @@ SCHEMAS = {
     "EvidenceOut": EvidenceOut,
     "ActionOut": ActionOut,
     "ReviewOut": ReviewOut,
+    "IgnoredEventOut": IgnoredEventOut,
     "ContractSummary": ContractSummary,
     "ContractDetail": ContractDetail,
 }

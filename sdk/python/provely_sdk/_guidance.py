@@ -8,6 +8,8 @@ of the SDK's own: the server decides, this only says it. Whenever ``retry.action
 
 from __future__ import annotations
 
+from datetime import datetime
+
 __all__ = ["effect_name", "guidance"]
 
 ALLOWED_AS_NEW = "allowed_as_new_operation"
@@ -53,6 +55,8 @@ def guidance(
     retry_verification: str,
     decided_by: str,
     claim: str,
+    stands_until: datetime | None = None,
+    blocked_by: str | None = None,
 ) -> str:
     """One paragraph: what the verdict means, whether the action may be repeated, what to do."""
     effect = effect_name(contract_id)
@@ -63,6 +67,12 @@ def guidance(
             f"{effect.capitalize()} may be attempted again, only as a NEW operation "
             "(create a new operation and use its id as the idempotency key)."
         )
+        if stands_until is not None:
+            words.append(
+                f"This advice stands only while nothing contradicts it: Provely watches until "
+                f"{stands_until.isoformat()}, and evidence that {effect} happened after all "
+                "withdraws it (read the operation again before acting on it)."
+            )
     else:
         words.append(f"Do not repeat {effect}: do not call the provider again for it.")
     if verdict == "VERIFIED":
@@ -73,6 +83,8 @@ def guidance(
         words.append("A person decides what happens next.")
     elif not final:
         words.append("Provely keeps observing on its own.")
+    if blocked_by and not final:
+        words.append(f"Why it may not decide: {blocked_by}.")
     if not final:
         words.append(f"Report operation {operation_id} and stop; ask again later.")
     else:

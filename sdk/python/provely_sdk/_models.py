@@ -21,6 +21,7 @@ __all__ = [
     "ContractSummary",
     "CorrelationOut",
     "EvidenceOut",
+    "IgnoredEventOut",
     "OperationOut",
     "RetryOut",
     "ReviewOut",
@@ -46,6 +47,9 @@ class RetryOut(_Model):
     """``yes`` (ask Provely to verify again) or ``no``."""
     decided_by: str
     """``runtime``, ``person`` or ``agent``."""
+    stands_until: datetime | None = None
+    """With ``allowed_as_new_operation``: the verdict is watched until then, and the advice
+    stands only while nothing contradicts it (evidence of the effect supersedes it)."""
 
 
 class SubjectOut(_Model):
@@ -77,6 +81,16 @@ class EvidenceOut(_Model):
     provider_timestamp: datetime | None = None
     fresh: bool | None = None
     used: bool | None = None
+
+
+class IgnoredEventOut(_Model):
+    """A linked event that the operation's contract cannot count, and why."""
+
+    event_id: str
+    type: str
+    reason: str
+    """``api_version``, ``before_operation`` or ``type_unread``."""
+    detail: str
 
 
 class ActionOut(_Model):
@@ -122,6 +136,9 @@ class OperationOut(_Model):
     evidence: list[EvidenceOut]
     receipt_url: str | None
     review: ReviewOut | None = None
+    blocked_by: str | None = None
+    """Events linked to the operation that its contract cannot count, in a sentence."""
+    ignored_events: list[IgnoredEventOut] = Field(default_factory=list)
     input: dict[str, Any]
     metadata: dict[str, Any] | None = None
 
@@ -143,6 +160,8 @@ class OperationOut(_Model):
             retry_verification=self.retry.verification,
             decided_by=self.retry.decided_by,
             claim=self.claim,
+            stands_until=self.retry.stands_until,
+            blocked_by=self.blocked_by,
         )
 
 

@@ -239,6 +239,25 @@ def test_guidance_follows_the_served_retry_fields(
     assert repeat_forbidden == (action != "allowed_as_new_operation")
 
 
+def test_guidance_says_a_watched_retry_advice_stands_only_until_contradicted() -> None:
+    """A FAILED that allows a new operation is watched (``retry.stands_until``): the words say
+    the advice may still be withdrawn; an open operation's ``blocked_by`` is said too."""
+    watched = OperationOut.model_validate(
+        operation(verdict="FAILED", reason="action_rejected", final=True,
+                  retry={"action": "allowed_as_new_operation", "verification": "no",
+                         "decided_by": "agent", "stands_until": "2026-12-05T12:00:00Z"})
+    )  # fmt: skip
+    assert "stands only while nothing contradicts it" in watched.guidance
+    assert "2026-12-05T12:00:00+00:00" in watched.guidance
+    blocked = OperationOut.model_validate(
+        operation(verdict="PENDING", reason="awaiting_evidence", final=False,
+                  blocked_by="3 events ignored: api_version 2025-03-31.basil is not among "
+                  "2026-08-26")
+    )  # fmt: skip
+    assert "api_version 2025-03-31.basil" in blocked.guidance
+    assert "Do not repeat the refund" in blocked.guidance
+
+
 def test_receipt_keys_are_fetched_once_and_again_only_for_an_unknown_key() -> None:
     first, second = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
     published = [[_key_entry(first)], [_key_entry(second), _key_entry(first, status="retired")]]

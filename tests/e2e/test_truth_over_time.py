@@ -223,17 +223,30 @@ def test_a_refund_that_fails_after_success_while_the_provider_is_down_is_superse
 ) -> None:
     """``refund.failed`` after the VERIFIED while every readback answers 503 for 10 s: each
     recheck that cannot read is tried again on the contract's backoff (never dropped), and the
-    first one that reads the failed refund supersedes the VERIFIED receipt."""
+    first one that reads the failed refund supersedes the VERIFIED receipt. Contract 1.1.0,
+    which reads no failure event: only a recheck that reads can supersede there. 1.2.0 reads
+    the signed failure event as a channel of its own and supersedes on it alone, outage or not
+    (#30): its world is superseded before the provider answers again."""
 
     async def body(workspace: Workspace) -> None:
         worlds = [World(distributed.api_url, workspace) for _ in range(4)]
+        newest = World(distributed.api_url, workspace)
         try:
-            for op in await asyncio.gather(*(_verified(w) for w in worlds)):
+            verified = await asyncio.gather(
+                *(_verified(w, contract_version="1.1.0") for w in worlds), _verified(newest)
+            )
+            for op in verified:
                 assert op["state"] == "VERIFIED", op
+            assert verified[-1]["contract"]["version"] == "1.2.0"
             await worlds[0].control("outage", {"seconds": 10})
             started = time.monotonic()
-            for world in worlds:
+            for world in [*worlds, newest]:
                 await world.control(f"refunds/{world.refund_id}/status", {"status": "failed"})
+            flagged = await newest.wait(
+                lambda op: op["state"] == "HUMAN_REVIEW", timeout_s=60, what="supersession"
+            )
+            assert flagged["reason"] == "late_contradiction", flagged
+            assert time.monotonic() - started < 9.0  # on the failure event, during the outage
             for world in worlds:
                 flagged = await world.wait(
                     lambda op: op["state"] == "HUMAN_REVIEW", timeout_s=60, what="supersession"
@@ -254,7 +267,7 @@ def test_a_refund_that_fails_after_success_while_the_provider_is_down_is_superse
                 ]
                 assert len(unread) >= 2, unread  # rechecks tried during the outage
         finally:
-            for world in worlds:
+            for world in [*worlds, newest]:
                 await world.close()
 
     _run(distributed, body)

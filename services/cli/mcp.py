@@ -4,6 +4,7 @@ never to a provider."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Annotated, Literal
 
@@ -34,6 +35,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve Provely's tools to an LLM agent. stdio reads the workspace API key from
         PROVELY_API_KEY; over http each request brings its own (Authorization: Bearer)."""
+        if importlib.util.find_spec("provely_sdk") is None:
+            typer.echo(
+                "error: provely mcp needs the Python SDK (provely_sdk): install sdk/python "
+                "beside Provely (README: installing the wheels)",
+                err=True,
+            )
+            raise typer.Exit(2)
         if transport == "stdio":
             api_key = os.environ.get("PROVELY_API_KEY", "").strip()
             if not api_key:

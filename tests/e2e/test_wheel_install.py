@@ -42,16 +42,21 @@ def _python(minor: str) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dist = tmp_path_factory.mktemp("dist")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+        [
+            sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist),
+            str(ROOT), str(ROOT / "sdk" / "python"),
+        ],
         check=True,
         capture_output=True,
         timeout=600,
-    )
-    (built,) = dist.glob("provely-*.whl")
-    return built
+    )  # fmt: skip
+    # Provely and its Python SDK (`provely mcp` calls the API through it).
+    assert len(list(dist.glob("provely-*.whl"))) == 1
+    assert len(list(dist.glob("provely_sdk-*.whl"))) == 1
+    return dist
 
 
 def _clean_env(venv: Path) -> dict[str, str]:
@@ -66,7 +71,7 @@ def _clean_env(venv: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("minor", SUPPORTED)
 def test_the_wheel_installs_and_runs_from_any_directory(
-    minor: str, wheel: Path, tmp_path: Path
+    minor: str, wheels: Path, tmp_path: Path
 ) -> None:
     python = _python(minor)
     if python is None:
@@ -77,7 +82,14 @@ def test_the_wheel_installs_and_runs_from_any_directory(
     subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=120)
     env = _clean_env(venv)
     install = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            *map(str, wheels.glob("*.whl")),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -104,6 +116,15 @@ def test_the_wheel_installs_and_runs_from_any_directory(
 
     version = run("--version")
     assert version.returncode == 0, version.stderr
+    mcp_server = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import services.mcp_server.server"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert mcp_server.returncode == 0, mcp_server.stderr[-2000:]  # `provely mcp` has its SDK
     listed = run("contracts", "list")
     assert listed.returncode == 0, listed.stderr
     site = str(venv)

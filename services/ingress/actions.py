@@ -25,6 +25,8 @@ from shared.core.retry import retry_guidance
 from shared.core.types import ACTION_REJECTED_PHASE, OperationState, Verdict
 from shared.db.models import Operation
 from shared.intake.correlate import correlate_pending_events
+from shared.intake.ignored import name_ignored
+from shared.intake.results import IntakeResult
 from shared.lifecycle.contracts import contract_for, provider_skill
 from shared.lifecycle.operations import change_state, facts_for
 from shared.lifecycle.scheduling import schedule_observation, wake
@@ -37,10 +39,12 @@ AWAITING_EVIDENCE = "awaiting_evidence"
 
 @dataclass(frozen=True, slots=True)
 class Scheduled:
-    """An observation to dispatch after commit (``fence`` None: nothing to send)."""
+    """An observation to dispatch after commit (``fence`` None: nothing to send), and the
+    events linked now that cannot count, to be counted after commit (``ignored``)."""
 
     fence: int | None = None
     countdown_s: float = 0.0
+    ignored: IntakeResult | None = None
 
 
 def _subject_id(contract: Contract, op: Operation) -> str | None:
@@ -171,10 +175,12 @@ def record_action(
     )
     # Events that arrived before this report (a refund.created carrying the operation id as its
     # idempotency key, say) are linked now, and an operation without a subject id learns it.
-    correlate_pending_events(session, op, now)
+    linked = IntakeResult(event_pk=None, duplicate=False)
+    correlate_pending_events(session, op, now, result=linked)
+    name_ignored(session, [linked])
     delay_ms = contract.timing.initial_delay_ms
     fence = schedule_observation(session, op, delay_ms=delay_ms, now=now)
-    return Scheduled(fence, delay_ms / 1000.0)
+    return Scheduled(fence, delay_ms / 1000.0, ignored=linked)
 
 
 def request_verification(session: Session, op: Operation, *, now: datetime) -> Scheduled:

@@ -37,6 +37,7 @@ from services.ingress.schemas import (
 from services.ingress.views import operation_view, timeline_view
 from shared.core.types import OperationState
 from shared.db.models import Operation
+from shared.intake.ignored import count_ignored
 
 __all__ = ["router"]
 
@@ -46,7 +47,10 @@ OperationId = Annotated[str, Path(max_length=64, description="The operation id (
 
 
 def _dispatch(operation_id: str, scheduled: Scheduled) -> None:
-    """Send the observe message after commit; the stored schedule is the record."""
+    """After commit: count the events linked that cannot count, send the observe message (the
+    stored schedule is the record)."""
+    if scheduled.ignored is not None:
+        count_ignored([scheduled.ignored])
     if scheduled.fence is None:
         return
     from shared.lifecycle.scheduling import dispatch_observe

@@ -12,7 +12,10 @@ Modules (each imports only those above it in this list):
 - ``results``    ``Delivery``, ``Link``, ``IntakeResult`` (which links wake, which are late)
 - ``store``      ``store_event`` / ``store_many``: each event once, with its keys, into the backlog
 - ``refusals``   ``record_refusals``: a refused delivery's metadata (never its body)
-- ``settle``     after the links: wakes, rechecks of watched operations, out of the backlog
+- ``ignored``    ``name_ignored``: new links whose event is older than its operation
+                 (``count_ignored`` counts them after commit)
+- ``settle``     after the links: wakes, rechecks of watched operations, what is ignored, out of
+                 the backlog
 - ``correlate``  one event at a time (``correlate_event``), one operation at a time
                  (``correlate_pending_events``), and ``lock_correlation`` that orders the two
 - ``batch``      ``correlate_stored``: a set of stored events at once (set-based on PostgreSQL)

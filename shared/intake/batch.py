@@ -300,6 +300,7 @@ def _link_batch(
             written = set(cursor.execute(_PG_LINKS_MANY, params).fetchall())
         # An event linked before (from the operation's side): a strong match upgrades a weak
         # link; anything else was there already and wakes nothing.
+        upgraded: set[tuple[str, int]] = set()
         again = [
             (op, pk, strategy)
             for op, pk, strategy, assurance, _ in links
@@ -312,9 +313,10 @@ def _link_batch(
                 "strategy": [strategy for _, _, strategy in again],
             }
             with driver_cursor(session) as cursor:
-                written |= set(cursor.execute(_PG_UPGRADE_MANY, upgrade).fetchall())
+                upgraded = set(cursor.execute(_PG_UPGRADE_MANY, upgrade).fetchall())
         for op, pk, strategy, assurance, r in links:
-            if (op.id, pk) not in written:
-                continue
-            r.links.append(Link(op.id, pk, strategy, assurance, op.final))
+            if (op.id, pk) in written:
+                r.links.append(Link(op.id, pk, strategy, assurance, op.final))
+            elif (op.id, pk) in upgraded:
+                r.links.append(Link(op.id, pk, strategy, assurance, op.final, upgraded=True))
     return slow

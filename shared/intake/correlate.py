@@ -73,9 +73,9 @@ def _link(
     strategy: str,
     assurance: str,
     now: datetime,
-) -> bool:
-    """Write the link; True when it is new, or a weak link became strong (a weak link never
-    replaces a strong one)."""
+) -> str | None:
+    """Write the link: ``"new"``, ``"upgraded"`` when a weak link became strong (a weak link
+    never replaces a strong one), None when nothing changed."""
     params = {
         "operation_id": operation.id,
         "event_pk": event_pk,
@@ -94,9 +94,9 @@ def _link(
             .returning(OperationEvent.event_pk)
         ).scalar_one_or_none()
     if created is not None:
-        return True
+        return "new"
     if assurance != STRONG:
-        return False
+        return None
     upgraded = session.execute(
         update(OperationEvent)
         .where(
@@ -107,7 +107,7 @@ def _link(
         .values(strategy=strategy, assurance=STRONG)
         .execution_options(synchronize_session=False)
     )
-    return bool(upgraded.rowcount)  # type: ignore[attr-defined]
+    return "upgraded" if upgraded.rowcount else None  # type: ignore[attr-defined]
 
 
 def _learn_subject(
@@ -147,15 +147,25 @@ def _record_link(
     assurance: str,
     now: datetime,
 ) -> None:
-    if _link(
+    written = _link(
         session,
         operation=operation,
         event_pk=event_pk,
         strategy=strategy,
         assurance=assurance,
         now=now,
-    ):
-        result.links.append(Link(operation.id, event_pk, strategy, assurance, operation.final))
+    )
+    if written is not None:
+        result.links.append(
+            Link(
+                operation.id,
+                event_pk,
+                strategy,
+                assurance,
+                operation.final,
+                upgraded=written == "upgraded",
+            )
+        )
 
 
 # What correlation reads of an operation (the decision and other documents stay unloaded).

@@ -9,11 +9,12 @@ each 100 ms under a stream of batches). A worker that takes the message
 (``services.observer.tasks.correlate``) runs :func:`correlate_pending`: it claims the events
 nobody has correlated yet (rows of ``event_backlog``, ``FOR UPDATE SKIP LOCKED``), links them
 with the operations they name, wakes the open ones they strongly correlate with, commits, and
-only then sends the ``observe`` messages of the wakes. Messages coalesce: one run takes every
-pending event, so a message that finds nothing left costs one indexed query. Wakes coalesce too:
-an operation whose due message no observer has begun to read keeps it
-(``shared.lifecycle.scheduling.wake_for_events``), so a burst of events for one operation costs one
-message per reading, not one per event.
+only then counts the links it made to events older than their operation
+(``shared.intake.ignored``) and sends the ``observe`` messages of the wakes. Messages coalesce:
+one run takes every pending event, so a message that finds nothing left costs one indexed
+query. Wakes coalesce too: an operation whose due message no observer has begun to read keeps
+it (``shared.lifecycle.scheduling.wake_for_events``), so a burst of events for one operation
+costs one message per reading, not one per event.
 
 Nothing is lost when a message is: the marker is in PostgreSQL, and the sweeper correlates
 events still pending after its grace (``services.verdict.sweeper``). An event that names a
@@ -31,6 +32,7 @@ from sqlalchemy import Engine
 
 from shared.db.session import session_scope
 from shared.intake.backlog import correlate_backlog
+from shared.intake.ignored import count_ignored
 from shared.lifecycle.scheduling import dispatch_observe_now
 
 __all__ = ["BATCH", "MAX_ROUNDS", "correlate_pending"]
@@ -63,6 +65,7 @@ def correlate_pending(
         cutoff = None if received_before is None else now - received_before
         with session_scope(engine) as session:
             results = correlate_backlog(session, now=now, limit=batch, received_before=cutoff)
+        count_ignored(results)
         wakes = sorted({w for r in results for w in r.wakes})
         if send_observe is None:
             dispatch_observe_now(wakes)

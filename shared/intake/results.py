@@ -1,8 +1,9 @@
 """What the intake takes and hands back: a :class:`Delivery` (one verified, parsed event and
 where it came from), the :class:`Link` of an event to an operation, and the
 :class:`IntakeResult` of an event — its links, the operations that learned their subject from
-it, and the wakes. Which links are wakes (``to_wake``) and which are late evidence (``late``)
-is said here, once, for every path that correlates.
+it, the wakes, and the new links whose event cannot count. Which links are wakes
+(``to_wake``) and which are late evidence (``late``) is said here, once, for every path that
+correlates.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ class Delivery:
 
 @dataclass(frozen=True, slots=True)
 class Link:
+    """A link written (``upgraded``: an earlier weak link of the pair became strong)."""
+
     operation_id: str
     event_pk: int
     strategy: str
     assurance: str
     final: bool
+    upgraded: bool = False
 
 
 @dataclass(slots=True)
@@ -45,6 +49,9 @@ class IntakeResult:
     links: list[Link] = field(default_factory=list)
     learned: list[str] = field(default_factory=list)  # operations that learned their subject
     wakes: list[tuple[str, int]] = field(default_factory=list)  # (operation id, fence)
+    # (provider, reason) of each new link whose event cannot count for its operation
+    # (``shared.intake.ignored``), counted in the metrics after commit
+    ignored: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def late(self) -> list[str]:

@@ -3,7 +3,9 @@ operations they strongly link (``shared.lifecycle.scheduling.wake_for_events``, 
 transaction: the operation's next observation is now; the caller dispatches the new fences after
 commit), schedule a recheck of every watched VERIFIED operation the events name by a key they
 carry, linked or not, or that a link to a final operation names (``shared.lifecycle.watch``,
-dispatched with the wakes), and take the events out of the correlation backlog.
+dispatched with the wakes), name the new links whose event is older than its operation
+(``shared.intake.ignored``, counted by the caller after commit), and take the events out of the
+correlation backlog.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from shared.db.models import EventBacklog
 from shared.db.sql import one_of
+from shared.intake.ignored import name_ignored
 from shared.intake.results import Delivery, IntakeResult
 from shared.lifecycle.scheduling import wake_for_events
 from shared.lifecycle.watch import rechecks_for_events, request_rechecks
@@ -27,12 +30,13 @@ def settle(
     session: Session, pending: Sequence[tuple[Delivery, IntakeResult]], *, now: datetime
 ) -> None:
     """After the links of ``pending`` (each event with its result): fill each result's
-    ``wakes``, schedule the rechecks (their fences join the first result's wakes) and mark the
-    events correlated."""
+    ``wakes`` and ``ignored``, schedule the rechecks (their fences join the first result's
+    wakes) and mark the events correlated."""
     woken = dict(wake_for_events(session, {op for _, r in pending for op in r.to_wake}, now=now))
     for _, r in pending:
         r.wakes = [(op, woken[op]) for op in r.to_wake if op in woken]
     _recheck_watched(session, pending, now)
+    name_ignored(session, [r for _, r in pending])
     _mark_correlated(session, [r.event_pk for _, r in pending if r.event_pk is not None])
 
 

@@ -17,8 +17,10 @@ Metric names (:data:`LABEL_VALUES` lists the values a label takes where they are
 - ``provely_events_refused_total{provider,reason}``: deliveries refused and stored nowhere,
   every kind (:data:`REFUSAL_REASONS`).
 - ``provely_events_ignored_total{provider,reason}``: new events stored that no registered
-  contract can count (:data:`IGNORE_REASONS`: ``api_version``, ``type_unread``); the
-  operation resource names those linked to it (``blocked_by``).
+  contract can count (:data:`IGNORE_REASONS`: ``api_version``, ``type_unread``, counted by the
+  intake), and events linked to an operation they are older than (``before_operation``, counted
+  by the process that correlates, once per event and operation); the operation resource names
+  those linked to it (``blocked_by``).
 - ``provely_operations{state}``: operations by state, counted in the database at scrape time.
 - ``provely_operation_transitions_total{state}``: state changes written, by the new state.
 - ``provely_observation_latency_seconds{channel,verifier,status}``: one channel reading.
@@ -88,7 +90,8 @@ EVENTS_REFUSED = Counter(
 )
 EVENTS_IGNORED = Counter(
     "provely_events_ignored_total",
-    "New events stored that no registered contract can count (its API version, its type).",
+    "Events that cannot count: for no registered contract (its API version, its type), or for "
+    "an operation it is older than.",
     ["provider", "reason"],
 )
 OPERATION_TRANSITIONS = Counter(
@@ -147,9 +150,10 @@ REFUSAL_REASONS: frozenset[str] = frozenset(
 """Every ``reason`` of ``provely_events_refused_total`` (a test keeps it in step with the
 reasons the intake, the signature schemes and the event parser give)."""
 
-IGNORE_REASONS: frozenset[str] = frozenset({"api_version", "type_unread"})
+IGNORE_REASONS: frozenset[str] = frozenset({"api_version", "before_operation", "type_unread"})
 """Every ``reason`` of ``provely_events_ignored_total``
-(``shared.intake.contracts.uncounted_by_contracts``)."""
+(``shared.intake.contracts.uncounted_by_contracts`` at intake, ``shared.intake.ignored`` at
+correlation)."""
 
 _STATES = frozenset(state.value for state in OperationState)
 _VERDICTS = frozenset(verdict.value for verdict in Verdict)

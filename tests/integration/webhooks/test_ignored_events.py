@@ -15,9 +15,12 @@ from prometheus_client import REGISTRY
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from shared.db.models import Operation
 from shared.db.tenants import create_api_key
+from shared.intake.correlate import correlate_pending_events
+from shared.intake.correlator import correlate_pending
 
-from .conftest import Tenant, TestClient, add_operation, refund, stripe_event
+from .conftest import Tenant, TestClient, add_operation, links, refund, stripe_event
 from .test_correlation import deliver
 
 pytestmark = pytest.mark.integration
@@ -140,3 +143,75 @@ def test_an_operation_whose_events_count_names_nothing(
     assert view["blocked_by"] is None
     assert view["ignored_events"] == []
     assert ignored_count("api_version") == before
+
+
+def test_an_event_older_than_the_operation_is_counted_once_by_the_correlator(
+    client: TestClient, tenant: Tenant, pg_engine: Engine
+) -> None:
+    """Older than the operation can only be told once the event is linked: the correlator
+    counts it, once per event and operation however often correlation runs again."""
+    created = datetime.now(UTC) - timedelta(seconds=5)
+    op_id = add_operation(
+        pg_engine,
+        tenant,
+        subject_id="re_C",
+        action_result={"id": "re_C"},
+        input={"charge": "ch_C", "amount": 1000, "currency": "eur"},
+        created_at=created,
+    )
+    old = int((created - timedelta(minutes=2)).timestamp())
+    before = ignored_count("before_operation")
+    body = stripe_event(
+        "evt_c_old", "refund.updated", refund("re_C", status="succeeded", created=old), created=old
+    )
+    deliver(client, tenant, body)
+    assert ignored_count("before_operation") == before + 1
+    deliver(client, tenant, body)  # the provider sends it again: stored once, linked once
+    with Session(pg_engine) as session, session.begin():  # the operation's side, again
+        op = session.get(Operation, op_id)
+        assert op is not None
+        correlate_pending_events(session, op, datetime.now(UTC))
+    correlate_pending(pg_engine)
+    t = int(time.time())
+    deliver(
+        client,
+        tenant,
+        stripe_event(
+            "evt_c_new", "refund.updated", refund("re_C", status="succeeded", created=t), created=t
+        ),
+    )
+    assert ignored_count("before_operation") == before + 1
+
+
+@pytest.mark.parametrize("charge", ["ch_elsewhere", "ch_R"])
+def test_an_event_older_than_the_operation_linked_by_its_action_report_is_counted(
+    client: TestClient, tenant: Tenant, pg_engine: Engine, charge: str
+) -> None:
+    """An event stored before the operation knew its subject is linked by the action report,
+    in the API's process, and counted there after commit. With the operation's charge, the
+    event was linked weakly (its fingerprint) and counted when it was stored: the report makes
+    the link strong and counts nothing more."""
+    created = datetime.now(UTC) - timedelta(seconds=5)
+    op_id = add_operation(
+        pg_engine,
+        tenant,
+        state="ACTION_STARTED",
+        input={"charge": "ch_R", "amount": 1000, "currency": "eur"},
+        created_at=created,
+    )
+    old = int((created - timedelta(minutes=2)).timestamp())
+    before = ignored_count("before_operation")
+    obj = refund("re_R", status="succeeded", charge=charge, created=old)
+    deliver(client, tenant, stripe_event("evt_r_old", "refund.updated", obj, created=old))
+    weak = [("evt_r_old", "fingerprint", "weak")] if charge == "ch_R" else []
+    assert links(pg_engine, op_id) == weak
+    headers = agent_key(pg_engine, tenant)
+    report = {"phase": "result", "result": {"id": "re_R", "object": "refund", "charge": "ch_R"}}
+    response = client.post(f"/v1/operations/{op_id}/action", json=report, headers=headers)
+    assert response.status_code == 200, response.text
+    assert links(pg_engine, op_id) == [("evt_r_old", "resource_id", "strong")]
+    assert ignored_count("before_operation") == before + 1
+    view = response.json()
+    assert [(i["event_id"], i["reason"]) for i in view["ignored_events"]] == [
+        ("evt_r_old", "before_operation")
+    ]

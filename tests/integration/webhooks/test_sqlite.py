@@ -28,6 +28,7 @@ from .conftest import (
     signed,
     stripe_event,
 )
+from .test_ignored_events import ignored_count
 
 pytestmark = pytest.mark.integration
 
@@ -95,7 +96,15 @@ def test_intake_on_sqlite(
             refund("re_Q", status="pending", charge="ch_Q", amount=300, created=t),
             created=t,
         ),
+        # Older than the operation it names: linked, and counted as ignored by the correlator.
+        stripe_event(
+            "evt_o",
+            "refund.updated",
+            refund("re_L", status="succeeded", created=t - 120),
+            created=t - 120,
+        ),
     ]
+    ignored_before = ignored_count("before_operation")
     with TestClient(app) as client:
         for body in bodies:
             response = client.post(tenant.path, content=body, headers=signed(body))
@@ -104,12 +113,16 @@ def test_intake_on_sqlite(
         assert again.json()["duplicate"] is True
         refused = client.post(tenant.path, content=bodies[0], headers=signed(bodies[0], "whsec_x"))
         assert refused.status_code == 400
-    assert counts(sqlite_engine)[0] == 3
+    assert counts(sqlite_engine)[0] == 4
     # stored, not correlated yet: that is the observer's work, after the answer
     assert counts(sqlite_engine)[2] == 0
-    assert correlate_pending(sqlite_engine) == 3
+    assert correlate_pending(sqlite_engine) == 4
     assert correlate_pending(sqlite_engine) == 0
-    assert links(sqlite_engine, known) == [("evt_a", "resource_id", "strong")]
+    assert links(sqlite_engine, known) == [
+        ("evt_a", "resource_id", "strong"),
+        ("evt_o", "resource_id", "strong"),
+    ]
+    assert ignored_count("before_operation") == ignored_before + 1
     assert links(sqlite_engine, timed_out) == [("evt_b", "idempotency_key", "strong")]
     assert links(sqlite_engine, fingerprinted) == [("evt_c", "fingerprint", "weak")]
     assert load_operation(sqlite_engine, timed_out).subject_id == "re_T"

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import typer
 
-__all__ = ["register"]
+__all__ = ["register", "show_text"]
 
 group = typer.Typer(help="Operations: list, show, timeline (read-only).", no_args_is_help=True)
 
@@ -128,6 +128,19 @@ def show(
     if as_json:
         typer.echo(json.dumps(view, indent=2))
         return
+    typer.echo(show_text(view))
+
+
+def _retry_line(retry: dict[str, Any]) -> str:
+    line = f"retry      action: {retry['action']}, verification: {retry['verification']}"
+    if retry.get("stands_until"):
+        line += f" (stands until {retry['stands_until']}, unless evidence contradicts it)"
+    return line
+
+
+def show_text(view: dict[str, Any]) -> str:
+    """The lines ``provely operations show`` prints for the API's document of an operation;
+    what an agent reads to decide (``blocked_by``, ``retry.stands_until``) is said when set."""
     contract = view["contract"]
     lines = [
         f"operation  {view['id']} (workspace {view['workspace_id']})",
@@ -135,15 +148,16 @@ def show(
         f"state      {view['state']}{' (final)' if view['final'] else ''}",
         f"verdict    {view['verdict'] or '-'}  reason {view['reason'] or '-'}",
         f"claim      {view['claim']}",
-        f"retry      action: {view['retry']['action']}, "
-        f"verification: {view['retry']['verification']}",
+        _retry_line(view["retry"]),
     ]
+    if view.get("blocked_by"):
+        lines.append(f"blocked by {view['blocked_by']}")
     if view.get("explanation"):
         lines.append(f"why        {view['explanation']}")
     if view.get("watch_until"):
         lines.append(f"watched    until {view['watch_until']}")
     lines.append(f"created    {view['created_at']}  updated {view['updated_at']}")
-    typer.echo("\n".join(lines))
+    return "\n".join(lines)
 
 
 def _entry_line(entry: dict[str, Any]) -> str:

@@ -23,16 +23,53 @@ class NoSystemError(Exception):
     """The embedded database a command needs does not exist; the message says where it looked."""
 
 
-def _no_system(settings: Settings, database: Path) -> NoSystemError:
+def _here() -> str:
     try:
-        here = str(Path.cwd())
+        return str(Path.cwd())
     except OSError:
-        here = "the current directory"
+        return "the current directory"
+
+
+_ELSEWHERE = (
+    "Run this command in or below the directory where `provely up` runs, or set "
+    "PROVELY_DATA_DIR to its data directory"
+)
+
+
+def _why_missing(settings: Settings, database: Path, *, url_named: bool) -> tuple[str, str]:
+    """What made the command look for ``database`` (the real cause), and what to do."""
+    if url_named:
+        return (
+            f"the database URL (PROVELY_DATABASE_URL) names {database}, which does not exist",
+            "Set PROVELY_DATABASE_URL to the running system's database, or unset it to use the "
+            "data directory found from here",
+        )
+    if settings.data_dir_named:
+        held = "does not exist" if not settings.data_dir.exists() else "holds no database"
+        return (
+            f"the data directory {settings.data_dir} (PROVELY_DATA_DIR) {held}: "
+            f"{database} does not exist",
+            "Set PROVELY_DATA_DIR to the data directory of the running system (`provely up` "
+            "prints it), or unset it to find one from here",
+        )
+    if settings.data_dir.is_dir():
+        return (
+            f"{settings.data_dir}, the nearest {DATA_DIR_NAME}/ directory from {_here()}, holds "
+            f"no database: {database} does not exist (`provely up` has not run there)",
+            _ELSEWHERE,
+        )
+    return (
+        f"{database} does not exist (no {DATA_DIR_NAME}/ directory was found from {_here()} "
+        "upwards)",
+        _ELSEWHERE,
+    )
+
+
+def _no_system(settings: Settings, database: Path, *, url_named: bool) -> NoSystemError:
+    cause, advice = _why_missing(settings, database, url_named=url_named)
     return NoSystemError(
-        f"no Provely system here: {database} does not exist (no {DATA_DIR_NAME}/ directory "
-        f"was found from {here} upwards; data directory {settings.data_dir}). Run this command "
-        "in or below the directory where `provely up` runs, or set PROVELY_DATA_DIR to its "
-        f"data directory; `provely up` (or `provely db upgrade`) creates a new one."
+        f"no Provely system here: {cause}. {advice}; `provely up` (or `provely db upgrade`) "
+        "creates a new one."
     )
 
 
@@ -43,7 +80,7 @@ def existing_database_url(url: str | None = None, *, settings: Settings | None =
     target = url or settings.resolved_database_url()
     database = sqlite_file_of(target)
     if database is not None and not database.exists():
-        raise _no_system(settings, database)
+        raise _no_system(settings, database, url_named=bool(url or settings.database_url))
     return target
 
 

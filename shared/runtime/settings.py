@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.runtime.datadir import default_data_dir
@@ -22,6 +22,8 @@ LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PROVELY_", extra="ignore")
+
+    _data_dir_named: bool = PrivateAttr(default=True)
 
     data_dir: Path = Field(
         default=Path(".provely"),
@@ -158,7 +160,14 @@ class Settings(BaseSettings):
         # Unset: the system of the directory tree the command runs in (shared.runtime.datadir).
         if "data_dir" not in self.model_fields_set:
             self.data_dir = default_data_dir()
+            self._data_dir_named = False
         return self
+
+    @property
+    def data_dir_named(self) -> bool:
+        """Whether ``data_dir`` was given (``PROVELY_DATA_DIR``, an argument), not found from
+        the current directory."""
+        return self._data_dir_named
 
     def resolved_database_url(self) -> str:
         if self.database_url:

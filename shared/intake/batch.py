@@ -72,7 +72,7 @@ class _Candidate:
 
 
 _PG_CANDIDATES = """
-    SELECT id, workspace_id, contract_hash, subject_id, final,
+    SELECT id, workspace_id, contract_hash, subject_id, final, created_at,
            CAST(input AS TEXT) AS input_text, CAST(action_result AS TEXT) AS action_result_text,
            CAST(learned_keys AS TEXT) AS learned_keys_text
     FROM operations
@@ -252,7 +252,7 @@ def _link_batch(
             items = tuple(sorted(c.keys.fingerprint.items()))
             weak_by_print.setdefault((ws, items), []).append(c)
             print_names.add(tuple(name for name, _ in items))
-    links: list[tuple[Any, int, str, str, IntakeResult]] = []
+    links: list[tuple[Any, int, str, str, IntakeResult, datetime]] = []
     slow: list[tuple[Delivery, IntakeResult]] = []
     for d, r in pending:
         event, pk, ws = d.event, r.event_pk, d.workspace_id
@@ -286,14 +286,17 @@ def _link_batch(
                     found = match(event, d.provider, weak[op_id].keys, fingerprinted=printed)
                     if found is not None:
                         matches.append((weak[op_id].op, found.strategy, found.assurance))
-        links.extend((op, pk, strategy, assurance, r) for op, strategy, assurance in matches)
+        links.extend(
+            (op, pk, strategy, assurance, r, event.provider_timestamp)
+            for op, strategy, assurance in matches
+        )
     if links:
         params = {
             "op": [op.id for op, *_ in links],
             "pk": [pk for _, pk, *_ in links],
             "ws": [op.workspace_id for op, *_ in links],
-            "strategy": [strategy for _, _, strategy, _, _ in links],
-            "assurance": [assurance for _, _, _, assurance, _ in links],
+            "strategy": [strategy for _, _, strategy, *_ in links],
+            "assurance": [assurance for _, _, _, assurance, *_ in links],
             "at": [now for _ in links],
         }
         with driver_cursor(session) as cursor:  # plain statements, plain rows
@@ -303,7 +306,7 @@ def _link_batch(
         upgraded: set[tuple[str, int]] = set()
         again = [
             (op, pk, strategy)
-            for op, pk, strategy, assurance, _ in links
+            for op, pk, strategy, assurance, *_ in links
             if assurance == STRONG and (op.id, pk) not in written
         ]
         if again:
@@ -314,9 +317,17 @@ def _link_batch(
             }
             with driver_cursor(session) as cursor:
                 upgraded = set(cursor.execute(_PG_UPGRADE_MANY, upgrade).fetchall())
-        for op, pk, strategy, assurance, r in links:
-            if (op.id, pk) in written:
-                r.links.append(Link(op.id, pk, strategy, assurance, op.final))
-            elif (op.id, pk) in upgraded:
-                r.links.append(Link(op.id, pk, strategy, assurance, op.final, upgraded=True))
+        for op, pk, strategy, assurance, r, event_time in links:
+            if (op.id, pk) in written or (op.id, pk) in upgraded:
+                r.links.append(
+                    Link(
+                        op.id,
+                        pk,
+                        strategy,
+                        assurance,
+                        op.final,
+                        upgraded=(op.id, pk) not in written,
+                        older=event_time < op.created_at,
+                    )
+                )
     return slow

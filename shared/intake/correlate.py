@@ -146,6 +146,7 @@ def _record_link(
     strategy: str,
     assurance: str,
     now: datetime,
+    event_time: datetime,
 ) -> None:
     written = _link(
         session,
@@ -164,6 +165,7 @@ def _record_link(
                 assurance,
                 operation.final,
                 upgraded=written == "upgraded",
+                older=event_time < operation.created_at,
             )
         )
 
@@ -182,6 +184,7 @@ _CORRELATION_COLUMNS = (
     Operation.action_result,
     Operation.subject_id,
     Operation.learned_keys,
+    Operation.created_at,
 )
 
 
@@ -250,6 +253,7 @@ def correlate_event(
             strategy=found.strategy,
             assurance=found.assurance,
             now=now,
+            event_time=event.provider_timestamp,
         )
     # Weak matches: open operations not yet strongly correlated (no subject id) whose every
     # fingerprint key equals the event's. An operation that knows its subject needs none (its
@@ -265,6 +269,7 @@ def correlate_event(
                 strategy=found.strategy,
                 assurance=found.assurance,
                 now=now,
+                event_time=event.provider_timestamp,
             )
     return result
 
@@ -354,6 +359,7 @@ def correlate_pending_events(
                 strategy="idempotency_key",
                 assurance=STRONG,
                 now=now,
+                event_time=row.provider_timestamp,
             )
     subjects = subject_values(operation, contract)
     if subjects:
@@ -371,6 +377,7 @@ def correlate_pending_events(
                 strategy="resource_id",
                 assurance=STRONG,
                 now=now,
+                event_time=row.provider_timestamp,
             )
     fingerprint = fingerprint_of(contract, operation)
     if fingerprint and not operation.final and operation.subject_id is None:
@@ -387,6 +394,7 @@ def correlate_pending_events(
                     strategy="fingerprint",
                     assurance=WEAK,
                     now=now,
+                    event_time=row.provider_timestamp,
                 )
     return [link.event_pk for link in result.links[before:]]
 

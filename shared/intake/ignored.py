@@ -4,8 +4,10 @@ operation (``shared.core.ignored.why_ignored``, reason ``before_operation``).
 The intake counts what it can tell from an event alone (an API version no contract reads, a
 type no channel reads: ``services.ingress.webhooks``). An event older than an operation can
 only be told once it is linked to that operation, so :func:`name_ignored` looks at the new
-links of a correlation: one query finds the linked events older than their operation, the
-operation's contract decides. It fills each result's ``ignored`` in the caller's transaction;
+links of a correlation. Each link says whether its event is older than its operation
+(``Link.older``, told where the link is made, from what is already in hand): only those cost a
+query, and the operation's contract decides. It fills each result's ``ignored`` in the caller's
+transaction;
 :func:`count_ignored` counts them in ``provely_events_ignored_total`` after the commit. A link
 is new once per (event, operation) (an upgrade of a weak link is not new), so correlating again
 counts nothing twice.
@@ -33,12 +35,13 @@ __all__ = ["count_ignored", "name_ignored"]
 
 def name_ignored(session: Session, results: Sequence[IntakeResult]) -> None:
     """Append ``(provider, "before_operation")`` to a result's ``ignored`` for each of its new
-    links whose event is older than the operation for the operation's contract."""
+    links whose event is older than the operation for the operation's contract (links not
+    ``older`` are not looked at)."""
     pairs = {
         (link.operation_id, link.event_pk): r
         for r in results
         for link in r.links
-        if not link.upgraded
+        if link.older and not link.upgraded
     }
     if not pairs:
         return

@@ -30,7 +30,9 @@ class Delivery:
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """A link written (``upgraded``: an earlier weak link of the pair became strong)."""
+    """A link written (``upgraded``: an earlier weak link of the pair became strong; ``older``:
+    the event's provider timestamp is before the operation's creation, so its contract may set
+    it aside, ``shared.intake.ignored``)."""
 
     operation_id: str
     event_pk: int
@@ -38,6 +40,7 @@ class Link:
     assurance: str
     final: bool
     upgraded: bool = False
+    older: bool = False
 
 
 @dataclass(slots=True)

@@ -6,11 +6,14 @@ import asyncio
 import json
 import re
 import time
+from datetime import datetime
 
 import httpx
 import pytest
 
 from services.cli.demo.scenarios.running import run_scenarios
+from services.cli.spawn import free_port
+from shared.trust.signatures import STRIPE
 from tests.e2e.launcher import DistributedSystem
 
 pytestmark = pytest.mark.e2e
@@ -139,3 +142,66 @@ def test_metrics_and_logs_follow_the_operations(distributed: DistributedSystem) 
     # a webhook first), the evaluate it sent carries the request id on to the verdict worker.
     if any("succeeded" in str(r["event"]) and "'observed'" in str(r["event"]) for r in observed):
         assert caused("verdict"), f"no verdict line carries the request id {request_ids}"
+
+
+def test_the_correlators_count_of_events_older_than_their_operation_is_served(
+    distributed: DistributedSystem,
+) -> None:
+    """``before_operation`` is counted where the event is linked (the observer's correlator,
+    or the sweeper after its grace), and read on that service's metrics port (#33)."""
+    ws, key = distributed.create_workspace("older-events")
+    secret = "whsec_older"
+    distributed.connect_stripe(
+        ws, webhook_secret=secret, api_key="sk_test_x", base_url=f"http://127.0.0.1:{free_port()}"
+    )
+    headers = {"Authorization": f"Bearer {key}"}
+    api = distributed.api_url
+    op = httpx.post(
+        f"{api}/v1/operations",
+        json={
+            "contract": "stripe.refund.succeeded",
+            "input": {"charge": "ch_o", "amount": 1000, "currency": "eur"},
+        },
+        headers=headers,
+        timeout=10,
+    ).json()
+    refund = {"id": f"re_{op['id']}", "object": "refund"}
+    report = httpx.post(
+        f"{api}/v1/operations/{op['id']}/action",
+        json={"phase": "result", "result": refund},
+        headers=headers,
+        timeout=10,
+    )
+    assert report.status_code == 200, report.text
+    ports = distributed.metrics_ports
+
+    def counted() -> float:
+        return sum(
+            _value(
+                httpx.get(f"http://127.0.0.1:{ports[service]}/metrics", timeout=10).text,
+                "provely_events_ignored_total",
+                reason="before_operation",
+            )
+            for service in ("observer", "sweeper")
+        )
+
+    before = counted()
+    old = int(datetime.fromisoformat(op["created_at"]).timestamp()) - 120
+    body = json.dumps(
+        {
+            "id": f"evt_old_{op['id']}",
+            "object": "event",
+            "type": "refund.updated",
+            "created": old,
+            "api_version": "2026-08-26",
+            "data": {"object": {**refund, "status": "succeeded"}},
+        }
+    ).encode()
+    signed = STRIPE.sign(body=body, secrets=[secret], timestamp=int(time.time()))
+    signed["Content-Type"] = "application/json"
+    delivered = httpx.post(f"{api}/v1/events/stripe/{ws}", content=body, headers=signed, timeout=10)
+    assert delivered.status_code == 200, delivered.text
+    deadline = time.monotonic() + 60
+    while counted() < before + 1 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert counted() == before + 1

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,7 +56,9 @@ def test_a_genuine_v2_receipt_verifies_offline_with_pasted_keys(
     current, _ = receipt_pair()
     outcome, text = _check(browser, site, current, keys=site.keys)
     assert outcome == "verified", text
-    assert current["receipt"]["id"] in text and "version 2" in text and "(active)" in text
+    assert current["receipt"]["id"] in text
+    assert "version 2" in text
+    assert "(active)" in text
     screenshot(browser, "pages-receipt-verified")
 
 
@@ -109,7 +110,8 @@ def test_a_repeated_key_is_refused(browser: webdriver.Chrome, site: Site) -> Non
     browser.find_element(By.ID, "keys").send_keys(json.dumps(site.keys))
     browser.find_element(By.ID, "check").click()
     outcome, shown = _outcome(browser)
-    assert outcome == "refused" and 'duplicate key "verdict"' in shown
+    assert outcome == "refused"
+    assert 'duplicate key "verdict"' in shown
 
 
 def test_a_superseded_receipt_shows_what_superseded_it(
@@ -148,9 +150,10 @@ def test_a_fragment_prefills_the_receipt_and_checks_at_once(
     )
 
 
-def test_the_page_says_how_without_javascript(site: Site, tmp_path: Path) -> None:
+def test_the_page_says_how_without_javascript(site: Site) -> None:
     page = site.get("/verify/receipt")
     assert page.status_code == 200
-    assert "<noscript>" in page.text and "provely receipts verify" in page.text
+    assert "<noscript>" in page.text
+    assert "provely receipts verify" in page.text
     assert "script-src 'self'" in page.headers["content-security-policy"]
     assert "<script>" not in page.text  # no inline script

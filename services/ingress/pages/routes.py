@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,6 +41,9 @@ STATIC = Path(__file__).parent / "static"
 PAGES_REVISION = "1"
 """Part of every ETag: bump it when the templates change what a page says."""
 FORMATS = (("Markdown", "text/markdown"), ("the JSON document", "application/json"))
+_WRITTEN: dict[str, bytes] = {}
+"""Pages already written, by ETag (bounded: emptied when it reaches ``_WRITTEN_MAX``)."""
+_WRITTEN_MAX = 512
 
 router = APIRouter(prefix="/verify", include_in_schema=False)
 
@@ -58,24 +62,37 @@ def _not_modified(request: Request, etag: str) -> bool:
 def _answer(
     request: Request,
     *,
-    document: Document,
-    json_body: Any,
+    build: Callable[[], tuple[Document, Any]],
     keys: tuple[str, ...],
     contents: bool = False,
 ) -> Response:
-    """The page in the format the Accept header prefers, with its ETag (304 when it matches)."""
+    """The page in the format the Accept header prefers, with its ETag (304 when it matches).
+
+    ``build`` makes the document and the JSON body; it runs only when this format of these
+    ``keys`` (contract hashes, skill version, certification) was not written before: a page is
+    a function of its keys, so its text is kept by ETag (:data:`_WRITTEN`).
+    """
     fmt: Format = preferred_format(request.headers.get("accept"))
     etag = _etag(fmt, *keys)
     headers = page_headers(etag=etag)
     if _not_modified(request, etag):
         return Response(status_code=304, headers=headers)
-    if fmt == "markdown":
-        body = to_markdown(document)
-    elif fmt == "json":
-        body = json.dumps(json_body, ensure_ascii=False, sort_keys=True)
-    else:
-        body = render_document(document, contents=contents, formats=FORMATS)
+    body = _WRITTEN.get(etag)
+    if body is None:
+        document, json_body = build()
+        body = _write(fmt, document, json_body, contents=contents).encode()
+        if len(_WRITTEN) >= _WRITTEN_MAX:
+            _WRITTEN.clear()
+        _WRITTEN[etag] = body
     return Response(body, media_type=MEDIA_TYPES[fmt], headers=headers)
+
+
+def _write(fmt: Format, document: Document, json_body: Any, *, contents: bool) -> str:
+    if fmt == "markdown":
+        return to_markdown(document)
+    if fmt == "json":
+        return json.dumps(json_body, ensure_ascii=False, sort_keys=True)
+    return render_document(document, contents=contents, formats=FORMATS)
 
 
 def _html(request: Request, body: str, *, status: int = 200) -> Response:
@@ -101,7 +118,7 @@ def index(request: Request) -> Response:
             for s in skills
         ]
     }
-    return _answer(request, document=index_document(skills), json_body=listing, keys=keys)
+    return _answer(request, build=lambda: (index_document(skills), listing), keys=keys)
 
 
 def _listed(entry: PublishedContract) -> dict[str, str]:
@@ -141,8 +158,8 @@ def skill(request: Request, provider: Name) -> Response:
         "readback_paths": list(published.readback_paths),
         "contracts": [_listed(e) for e in published.contracts],
     }
-    keys = (published.version, *(e.hash for e in published.contracts))
-    return _answer(request, document=skill_document(published), json_body=loaded, keys=keys)
+    keys = (published.version, published.certification, *(e.hash for e in published.contracts))
+    return _answer(request, build=lambda: (skill_document(published), loaded), keys=keys)
 
 
 def _contract_page(
@@ -159,14 +176,18 @@ def _contract_page(
         siblings = [e.contract for e in published.contracts]
     except PageNotFound:
         pass
-    document = contract_document(
-        c, digest=chosen.hash, certification=chosen.certification, skill_title=skill_title
-    ).extended(
-        *versions_section(versions, shown=c.version),
-        *read_next(c, siblings, skill_title=skill_title),
-    )
-    keys = (chosen.hash, *(v.hash for v in versions))
-    return _answer(request, document=document, json_body=c.document(), keys=keys, contents=True)
+
+    def build() -> tuple[Document, Any]:
+        document = contract_document(
+            c, digest=chosen.hash, certification=chosen.certification, skill_title=skill_title
+        ).extended(
+            *versions_section(versions, shown=c.version),
+            *read_next(c, siblings, skill_title=skill_title),
+        )
+        return document, c.document()
+
+    keys = (chosen.hash, chosen.certification, skill_title, *(v.hash for v in versions))
+    return _answer(request, build=build, keys=keys, contents=True)
 
 
 def _version(versions: list[PublishedContract], version: str) -> PublishedContract:

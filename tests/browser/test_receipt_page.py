@@ -42,6 +42,12 @@ def _check(
     return _outcome(browser)
 
 
+def _shot(browser: webdriver.Chrome, name: str) -> None:
+    """A screenshot for the docs with the result in view."""
+    browser.execute_script("document.getElementById('keys').scrollIntoView()")
+    screenshot(browser, name)
+
+
 def _outcome(browser: webdriver.Chrome) -> tuple[str, str]:
     result = browser.find_element(By.ID, "result")
     WebDriverWait(browser, 20).until(
@@ -59,7 +65,7 @@ def test_a_genuine_v2_receipt_verifies_offline_with_pasted_keys(
     assert current["receipt"]["id"] in text
     assert "version 2" in text
     assert "(active)" in text
-    screenshot(browser, "pages-receipt-verified")
+    _shot(browser, "pages-receipt-verified")
 
 
 def test_a_genuine_v1_receipt_verifies(browser: webdriver.Chrome, site: Site) -> None:
@@ -99,7 +105,7 @@ def test_a_tampered_receipt_is_refused_with_the_reason(
     assert outcome == "refused", text
     assert reason in text
     if document["receipt"]["verdict"] == "FAILED":
-        screenshot(browser, "pages-receipt-refused")
+        _shot(browser, "pages-receipt-refused")
 
 
 def test_a_repeated_key_is_refused(browser: webdriver.Chrome, site: Site) -> None:
@@ -126,7 +132,7 @@ def test_a_superseded_receipt_shows_what_superseded_it(
     assert len(chain) == 2
     assert f"superseded by {new} (CONTRADICTED)" in chain[0]
     assert f"it supersedes {old}" in chain[1]
-    screenshot(browser, "pages-receipt-superseded")
+    _shot(browser, "pages-receipt-superseded")
 
 
 def test_the_newer_receipt_alone_names_what_it_supersedes(

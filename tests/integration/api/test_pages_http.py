@@ -85,3 +85,11 @@ def test_unknown_addresses_are_html_404s(site: Api) -> None:
 def test_the_pages_are_not_in_the_openapi_document(site: Api) -> None:
     paths = site.client.get("/openapi.json").json()["paths"]
     assert not [path for path in paths if path.startswith("/verify")]
+
+
+def test_a_page_ignores_a_query_that_a_link_may_carry(site: Api) -> None:
+    answer = site.client.get(f"{PAGE}?utm_source=mail")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"] == "text/html; charset=utf-8"
+    refused = site.client.get("/healthz?utm_source=mail")
+    assert refused.status_code == 422  # the API still refuses undeclared parameters

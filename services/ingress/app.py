@@ -1,7 +1,8 @@
 """The HTTP ingress: the agent API (``/v1/operations``, ``/v1/contracts``), webhook intake
-(``/v1/events/…``, see ``webhooks``), health and the OpenAPI document (``/openapi.json``, with
-explicit operation ids and an example per answer, see ``examples``; Swagger UI at ``/docs`` and
-ReDoc at ``/redoc`` served from the package, see ``docs_ui``).
+(``/v1/events/…``, see ``webhooks``), the published pages (``/verify``, no API key, see
+``pages``), health and the OpenAPI document (``/openapi.json``, with explicit operation ids and
+an example per answer, see ``examples``; Swagger UI at ``/docs`` and ReDoc at ``/redoc`` served
+from the package, see ``docs_ui``).
 
 ``create_app(settings)`` wires it: the engine from the settings' database, the Celery broker
 the observe messages go to, a body-size limit enforced while the body is read (413 without
@@ -34,6 +35,7 @@ from services.ingress import (
 from services.ingress.access import observed
 from services.ingress.docs_ui import install_offline_docs
 from services.ingress.examples import add_examples
+from services.ingress.pages import install_pages
 from services.ingress.problems import (
     PROBLEM_JSON,
     Problem,
@@ -233,6 +235,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(receipts.router)
     app.include_router(deliveries.router)
     install_offline_docs(app)
+    install_pages(app)  # /verify: the published pages, no API key
 
     # The intake answers this address before the router sees it; the route only names its
     # template for the HTTP metrics (it never runs, and the OpenAPI entry is the intake's own).
@@ -249,6 +252,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "redoc": "/redoc",
             "openapi": "/openapi.json",
             "contracts": "/v1/contracts",
+            "pages": "/verify",
+            "receipt_check": "/verify/receipt",
             "health": "/healthz",
         }
 

@@ -23,6 +23,8 @@ from services.ingress.problems import ApiError, FieldProblem
 __all__ = ["check_request"]
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+PAGES_PREFIX = "/verify"
+"""The published pages (``services.ingress.pages``): public HTML, not the API."""
 
 _declared: dict[int, tuple[APIRoute, frozenset[str], bool]] = {}
 
@@ -61,8 +63,8 @@ def check_request(request: Request) -> None:
     """Refuse undeclared query parameters (422) and a JSON route's body in another media type
     (415)."""
     route = request.scope.get("route")
-    if not isinstance(route, APIRoute):
-        return
+    if not isinstance(route, APIRoute) or route.path.startswith(PAGES_PREFIX):
+        return  # a published page ignores a query (a link may carry one), it takes no body
     declared, keyed = _declared_by(route)
     if keyed and "authorization" not in request.headers:
         return  # the route's own check answers 401 first

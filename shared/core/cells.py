@@ -14,10 +14,12 @@ from typing import Any
 from shared.core.contract import Channel, CompletionCondition, Contract, HttpVerifier, MatchRule
 
 __all__ = [
+    "EVIDENCE_HEADER",
     "and_list",
     "backoff",
     "code",
     "constraint",
+    "evidence_rows",
     "evidence_table",
     "expected",
     "format_duration_ms",
@@ -170,22 +172,27 @@ def _cell(text: str) -> str:
     return inline(text).replace("|", "\\|")
 
 
-def evidence_table(conditions: Sequence[CompletionCondition]) -> list[str]:
-    """Conditions of the completion shape, one row each."""
-    return table(
-        ("Condition", "Meaning", "Path", "Operator", "Expected", "Evidence"),
-        [
-            (
-                code(k.id),
-                inline(k.meaning),
-                code(k.path),
-                code(k.op.value),
-                expected(k.value),
-                code(k.evidence),
-            )
-            for k in conditions
-        ],
+EVIDENCE_HEADER = ("Condition", "Meaning", "Path", "Operator", "Expected", "Evidence")
+
+
+def evidence_rows(conditions: Sequence[CompletionCondition]) -> tuple[tuple[str, ...], ...]:
+    """Conditions of the completion shape, one row each (columns ``EVIDENCE_HEADER``)."""
+    return tuple(
+        (
+            code(k.id),
+            inline(k.meaning),
+            code(k.path),
+            code(k.op.value),
+            expected(k.value),
+            code(k.evidence),
+        )
+        for k in conditions
     )
+
+
+def evidence_table(conditions: Sequence[CompletionCondition]) -> list[str]:
+    """Conditions of the completion shape as Markdown table lines."""
+    return table(EVIDENCE_HEADER, evidence_rows(conditions))
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:

@@ -1,21 +1,24 @@
-"""The published page of a contract: Markdown written from the contract alone.
+"""The published page of a contract, built once as a document and written as Markdown.
 
-Data cells (ids, paths, operators, values, timings, sources) are formatted the same way on
-every page (``shared.core.cells``) so that a reader, or a test, can compare them; prose
-(meanings, descriptions, reasons, intent, summary) is the contract's own. The two answers at
-the end are derived from the contract: whether the action response alone can verify it, and
-what the timeout gives.
+:func:`contract_document` builds the page (``shared.core.document``) from the contract alone;
+:func:`render_page` writes it as Markdown, and the published HTML pages write the same document
+(``services.ingress.pages``). Data cells (ids, paths, operators, values, timings, sources) are
+formatted the same way on every page (``shared.core.cells``) so that a reader, or a test, can
+compare them; prose (meanings, descriptions, reasons, intent, summary) is the contract's own.
+The two answers at the end are derived from the contract: whether the action response alone
+can verify it, and what the timeout gives.
 Pure: the hash, certification and skill title are passed in by the caller (the registry).
 """
 
 from __future__ import annotations
 
 from shared.core.cells import (
+    EVIDENCE_HEADER,
     and_list,
     backoff,
     code,
     constraint,
-    evidence_table,
+    evidence_rows,
     expected,
     format_duration_ms,
     gates,
@@ -25,12 +28,22 @@ from shared.core.cells import (
     on_timeout,
     operand,
     readback_params,
-    table,
     webhook_params,
 )
 from shared.core.contract import Contract, contract_hash
+from shared.core.document import (
+    Block,
+    Bullets,
+    Document,
+    Heading,
+    Paragraph,
+    Quote,
+    Strong,
+    Table,
+    to_markdown,
+)
 
-__all__ = ["render_page"]
+__all__ = ["contract_document", "render_page"]
 
 _TIMEOUT_VERDICT_HELP = {
     "UNVERIFIABLE": "Provely does not claim the effect failed, only that no deciding evidence came",
@@ -45,107 +58,139 @@ def render_page(
     skill_title: str | None = None,
     skill_link: str | None = None,
 ) -> str:
-    """The Markdown page of ``contract``.
+    """The Markdown page of ``contract`` (see :func:`contract_document` for the arguments)."""
+    return to_markdown(
+        contract_document(
+            contract,
+            digest=digest,
+            certification=certification,
+            skill_title=skill_title,
+            skill_link=skill_link,
+        )
+    )
+
+
+def contract_document(
+    contract: Contract,
+    *,
+    digest: str | None = None,
+    certification: str | None = None,
+    skill_title: str | None = None,
+    skill_link: str | None = None,
+) -> Document:
+    """The page of ``contract`` as a document.
 
     ``digest`` defaults to the contract's hash; ``certification`` to the contract's own (the
     registry passes ``unsigned`` for a skill whose signature failed and was allowed);
     ``skill_title`` to the provider name; ``skill_link`` to ``/verify/<provider>``.
     """
     c = contract
-    digest = digest or contract_hash(c)
-    cert = certification or c.certification
-    title = skill_title or c.skill.provider.capitalize()
-    link = skill_link or f"/verify/{c.skill.provider}"
-    out: list[str] = [f"# {c.id} {c.version}", "", f"> {inline(c.title)}", ""]
+    blocks: list[Block] = [Heading(1, f"{c.id} {c.version}"), Quote(inline(c.title))]
     if c.summary:
-        out += [f"**{inline(c.summary)}**", ""]
-
-    out += ["## Identity", ""]
-    out += table(
-        ("Fact", "Value"),
-        [
-            ("Contract id", code(c.id)),
-            ("Version", code(c.version)),
-            ("Hash", code(digest[:16])),
-            ("Completion level", code(c.completion_level)),
-            ("Certification", cert.capitalize()),
-            ("Skill", f"[{title} {c.skill.version}]({link})"),
-            (
-                "Valid for provider API versions",
-                ", ".join(code(v) for v in c.provider_api_versions),
-            ),
-        ],
+        blocks.append(Strong(inline(c.summary)))
+    blocks += _identity(
+        c,
+        digest=digest or contract_hash(c),
+        certification=certification or c.certification,
+        skill_title=skill_title or c.skill.provider.capitalize(),
+        skill_link=skill_link or f"/verify/{c.skill.provider}",
     )
+    blocks += [Heading(2, "Intent"), Paragraph(inline(c.intent))]
+    blocks += _inputs(c)
+    blocks += _subject(c)
+    blocks += _correlation(c)
+    blocks += _evidence(c)
+    blocks += _monotone_section(c)
+    blocks += _completion(c)
+    blocks += _negative(c)
+    blocks += _verdict_map(c)
+    blocks += _rejection(c)
+    blocks += _timing(c)
+    blocks += _sources(c)
+    blocks += _answers(c)
+    return Document(title=f"What does {c.id} prove?", blocks=tuple(blocks))
 
-    out += ["## Intent", "", inline(c.intent), ""]
 
-    if c.input:
-        out += ["## Inputs", "", "What the agent declares when it creates the operation.", ""]
-        out += table(
-            ("Input", "Type", "Required", "Constraint", "Description"),
-            [
-                (
-                    code(f"$input.{name}"),
-                    spec.type,
-                    "yes" if spec.required else "no",
-                    constraint(spec.minimum, spec.pattern),
-                    inline(spec.description) or "—",
-                )
-                for name, spec in c.input.items()
-            ],
+# --------------------------------------------------------------------------- sections
+
+
+def _identity(
+    c: Contract, *, digest: str, certification: str, skill_title: str, skill_link: str
+) -> list[Block]:
+    rows = (
+        ("Contract id", code(c.id)),
+        ("Version", code(c.version)),
+        ("Hash", code(digest[:16])),
+        ("Completion level", code(c.completion_level)),
+        ("Certification", certification.capitalize()),
+        ("Skill", f"[{skill_title} {c.skill.version}]({skill_link})"),
+        ("Valid for provider API versions", ", ".join(code(v) for v in c.provider_api_versions)),
+    )
+    return [Heading(2, "Identity"), Table(("Fact", "Value"), rows)]
+
+
+def _inputs(c: Contract) -> list[Block]:
+    if not c.input:
+        return []
+    rows = tuple(
+        (
+            code(f"$input.{name}"),
+            spec.type,
+            "yes" if spec.required else "no",
+            constraint(spec.minimum, spec.pattern),
+            inline(spec.description) or "—",
         )
+        for name, spec in c.input.items()
+    )
+    return [
+        Heading(2, "Inputs"),
+        Paragraph("What the agent declares when it creates the operation."),
+        Table(("Input", "Type", "Required", "Constraint", "Description"), rows),
+    ]
 
+
+def _subject(c: Contract) -> list[Block]:
     s = c.subject
-    out += ["## Subject and action", ""]
-    out += table(
-        ("Member", "Value"),
-        [
-            ("Subject type", code(s.type)),
-            ("Subject identity", f"{s.identity.key} = {code(s.identity.expr)}"),
-            ("Canonical effect", code(s.canonical_effect)),
-            (
-                "Provider operation",
-                code(f"{s.provider_operation.method} {s.provider_operation.path}"),
-            ),
-            ("Idempotency", idempotency(c)),
-        ],
+    rows = (
+        ("Subject type", code(s.type)),
+        ("Subject identity", f"{s.identity.key} = {code(s.identity.expr)}"),
+        ("Canonical effect", code(s.canonical_effect)),
+        ("Provider operation", code(f"{s.provider_operation.method} {s.provider_operation.path}")),
+        ("Idempotency", idempotency(c)),
     )
+    return [Heading(2, "Subject and action"), Table(("Member", "Value"), rows)]
 
-    out += ["## Correlation", "", "How a piece of evidence is tied to this very operation.", ""]
-    out += table(
-        ("Strategy", "Assurance", "Keys", "Required"),
-        [
-            (
-                code(st.strategy),
-                st.assurance,
-                "; ".join(f"{k.name} from {code(k.expr)}" for k in st.keys),
-                "yes" if st.required else "no",
-            )
-            for st in c.correlation
-        ],
+
+def _correlation(c: Contract) -> list[Block]:
+    rows = tuple(
+        (
+            code(st.strategy),
+            st.assurance,
+            "; ".join(f"{k.name} from {code(k.expr)}" for k in st.keys),
+            "yes" if st.required else "no",
+        )
+        for st in c.correlation
     )
+    return [
+        Heading(2, "Correlation"),
+        Paragraph("How a piece of evidence is tied to this very operation."),
+        Table(("Strategy", "Assurance", "Keys", "Required"), rows),
+    ]
 
+
+def _evidence(c: Contract) -> list[Block]:
     ev = c.evidence
     independent = (
         "one of them must observe the provider independently of the agent"
         if ev.independent_channel_required
         else "independence from the agent is not demanded"
     )
-    out += [
-        "## Evidence",
-        "",
-        f"Evidence must reach level {code(ev.minimum_level)}, from at least "
-        f"{ev.minimum_channels} channel{'s' if ev.minimum_channels != 1 else ''}; {independent}.",
-        "",
-    ]
-    out += table(
-        ("Channel", "Level", "Independence", "Verifier", "Description"),
-        [
-            (code(ch.name), ch.level, ch.independence, code(ch.verifier), inline(ch.description))
-            for ch in c.channels
-        ],
+    plural = "s" if ev.minimum_channels != 1 else ""
+    channels = tuple(
+        (code(ch.name), ch.level, ch.independence, code(ch.verifier), inline(ch.description))
+        for ch in c.channels
     )
-    channel_rows = [
+    reads = tuple(
         (
             code(ch.name),
             (f"provider {code(ch.provider)}: " if ch.provider is not None else "")
@@ -155,123 +200,127 @@ def render_page(
             ms_or_dash(ch.freshness_ms),
         )
         for ch in c.channels
+    )
+    return [
+        Heading(2, "Evidence"),
+        Paragraph(
+            f"Evidence must reach level {code(ev.minimum_level)}, from at least "
+            f"{ev.minimum_channels} channel{plural}; {independent}."
+        ),
+        Table(("Channel", "Level", "Independence", "Verifier", "Description"), channels),
+        Table(("Channel", "Reads", "Typical latency", "Worst case", "Freshness"), reads),
     ]
-    out += table(("Channel", "Reads", "Typical latency", "Worst case", "Freshness"), channel_rows)
-    out += _monotone_section(c)
 
-    out += [
-        "## Completion conditions",
-        "",
-        "VERIFIED needs every one of these to hold on fresh evidence, and the evidence "
-        "requirements above to be met.",
-        "",
+
+def _completion(c: Contract) -> list[Block]:
+    return [
+        Heading(2, "Completion conditions"),
+        Paragraph(
+            "VERIFIED needs every one of these to hold on fresh evidence, and the evidence "
+            "requirements above to be met."
+        ),
+        Table(EVIDENCE_HEADER, evidence_rows(c.completion)),
     ]
-    out += evidence_table(c.completion)
 
-    if c.negative:
-        out += [
-            "## Negative conditions",
-            "",
-            "Checked first; the first one that holds gives CONTRADICTED with its class.",
-            "",
-        ]
-        out += table(
-            ("Condition", "Class", "Reason", "Path", "Operator", "Expected"),
-            [
-                (
-                    code(n.id),
-                    n.class_,
-                    inline(n.reason),
-                    code(n.path) + gates(n.when),
-                    code(n.op.value),
-                    expected(n.value),
-                )
-                for n in c.negative
-            ],
+
+def _negative(c: Contract) -> list[Block]:
+    if not c.negative:
+        return []
+    rows = tuple(
+        (
+            code(n.id),
+            n.class_,
+            inline(n.reason),
+            code(n.path) + gates(n.when),
+            code(n.op.value),
+            expected(n.value),
         )
+        for n in c.negative
+    )
+    return [
+        Heading(2, "Negative conditions"),
+        Paragraph("Checked first; the first one that holds gives CONTRADICTED with its class."),
+        Table(("Condition", "Class", "Reason", "Path", "Operator", "Expected"), rows),
+    ]
 
-    if c.verdict_map:
-        out += [
-            "## Verdict map",
-            "",
+
+def _verdict_map(c: Contract) -> list[Block]:
+    if not c.verdict_map:
+        return []
+    rows = tuple(
+        (
+            code(r.id),
+            f"{code(r.path)} {r.op.value} {code(operand(r.value))}" + gates(r.when),
+            r.verdict
+            + ("; after VERIFIED it supersedes the receipt" if r.supersedes_verified else ""),
+            inline(r.reason),
+        )
+        for r in c.verdict_map
+    )
+    return [
+        Heading(2, "Verdict map"),
+        Paragraph(
             "Observed states that decide before the completion conditions do; the first rule "
-            "that matches gives its verdict.",
-            "",
-        ]
-        out += table(
-            ("Rule", "Match", "Verdict", "Reason"),
-            [
-                (
-                    code(r.id),
-                    f"{code(r.path)} {r.op.value} {code(operand(r.value))}" + gates(r.when),
-                    r.verdict
-                    + (
-                        "; after VERIFIED it supersedes the receipt"
-                        if r.supersedes_verified
-                        else ""
-                    ),
-                    inline(r.reason),
-                )
-                for r in c.verdict_map
-            ],
-        )
+            "that matches gives its verdict."
+        ),
+        Table(("Rule", "Match", "Verdict", "Reason"), rows),
+    ]
 
-    if c.rejection is not None:
-        out += [
-            "## A reported rejection",
-            "",
+
+def _rejection(c: Contract) -> list[Block]:
+    if c.rejection is None:
+        return []
+    return [
+        Heading(2, "A reported rejection"),
+        Paragraph(
             "When the agent reports that the provider refused the action, that is its word "
             "alone. The verdict is FAILED (`action_rejected`) only once all of these hold on "
             "fresh provider evidence, each channel read at least its typical latency after the "
-            "report; until then it is PENDING and the action is never to be repeated.",
-            "",
-        ]
-        out += evidence_table(c.rejection.confirm)
-        out += ["", inline(c.rejection.reason), ""]
-
-    t = c.timing
-    out += ["## Timing", ""]
-    out += table(
-        ("Timing member", "Value"),
-        [
-            ("Initial delay", f"{t.initial_delay_ms} ms"),
-            ("Poll interval", f"{t.poll_interval_ms} ms"),
-            ("Backoff", backoff(c)),
-            ("Maximum attempts", str(t.max_attempts)),
-            ("Timeout", f"{t.timeout_ms} ms"),
-            ("Stale read window", f"{t.stale_read_window_ms} ms"),
-            ("On timeout", on_timeout(c)),
-        ],
-    )
-
-    if c.sources:
-        out += ["## Sources", ""]
-        out += [
-            f"- {code(src.ref)}: [{inline(src.title)}]({src.url}), "
-            f"retrieved {src.retrieved.isoformat()}"
-            for src in c.sources
-        ]
-        out.append("")
-
-    out += [
-        "## What follows from the contract",
-        "",
-        f"### Can {c.id} be VERIFIED on the action response alone?",
-        "",
-        _action_alone_answer(c),
-        "",
-        "### What does the timeout give?",
-        "",
-        _timeout_answer(c),
-        "",
+            "report; until then it is PENDING and the action is never to be repeated."
+        ),
+        Table(EVIDENCE_HEADER, evidence_rows(c.rejection.confirm)),
+        Paragraph(inline(c.rejection.reason), gap_before=True),
     ]
-    return "\n".join(out)
+
+
+def _timing(c: Contract) -> list[Block]:
+    t = c.timing
+    rows = (
+        ("Initial delay", f"{t.initial_delay_ms} ms"),
+        ("Poll interval", f"{t.poll_interval_ms} ms"),
+        ("Backoff", backoff(c)),
+        ("Maximum attempts", str(t.max_attempts)),
+        ("Timeout", f"{t.timeout_ms} ms"),
+        ("Stale read window", f"{t.stale_read_window_ms} ms"),
+        ("On timeout", on_timeout(c)),
+    )
+    return [Heading(2, "Timing"), Table(("Timing member", "Value"), rows)]
+
+
+def _sources(c: Contract) -> list[Block]:
+    if not c.sources:
+        return []
+    items = tuple(
+        f"{code(src.ref)}: [{inline(src.title)}]({src.url}), retrieved {src.retrieved.isoformat()}"
+        for src in c.sources
+    )
+    return [Heading(2, "Sources"), Bullets(items)]
+
+
+def _answers(c: Contract) -> list[Block]:
+    return [
+        Heading(2, "What follows from the contract"),
+        Heading(3, f"Can {c.id} be VERIFIED on the action response alone?"),
+        Paragraph(_action_alone_answer(c)),
+        Heading(3, "What does the timeout give?"),
+        Paragraph(_timeout_answer(c)),
+    ]
 
 
 # --------------------------------------------------------------------------- readings backwards
 
 
-def _monotone_section(c: Contract) -> list[str]:
+def _monotone_section(c: Contract) -> list[Block]:
     rows: list[tuple[str, str]] = []
     for ch in c.channels:
         rule = ch.monotone
@@ -286,16 +335,16 @@ def _monotone_section(c: Contract) -> list[str]:
             rows.append((code(ch.name), f"{code(rule.stages.field)} only moves forward: {order}"))
     if not rows:
         return []
-    out = [
-        "## Readings that go backwards",
-        "",
-        "A provider's reads can lag. A reading that goes backwards against an earlier reading "
-        "of the same operation is recorded as inconsistent: it decides nothing and settles no "
-        "recheck; the runtime reads again on the schedule below, and a person decides if no "
-        "consistent reading comes.",
-        "",
+    return [
+        Heading(2, "Readings that go backwards"),
+        Paragraph(
+            "A provider's reads can lag. A reading that goes backwards against an earlier reading "
+            "of the same operation is recorded as inconsistent: it decides nothing and settles no "
+            "recheck; the runtime reads again on the schedule below, and a person decides if no "
+            "consistent reading comes."
+        ),
+        Table(("Channel", "Monotone rule"), tuple(rows)),
     ]
-    return out + table(("Channel", "Monotone rule"), rows)
 
 
 # --------------------------------------------------------------------------- derived answers

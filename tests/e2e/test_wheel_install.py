@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import httpx
@@ -159,6 +160,9 @@ def test_the_wheel_installs_and_runs_from_any_directory(
             time.sleep(0.5)
         assert healthy, (tmp_path / "up.log").read_text()[-3000:]
         assert (elsewhere / ".provely" / "provely.db").is_file()
+        for path in ("/verify/stripe/stripe.refund.succeeded", "/verify/static/receipt.js"):
+            page = httpx.get(f"http://127.0.0.1:{port}{path}", timeout=30)
+            assert page.status_code == 200, path  # the pages' templates and assets are packaged
         up.send_signal(signal.SIGINT)
         assert up.wait(timeout=60) == 0, (tmp_path / "up.log").read_text()[-3000:]
     finally:
@@ -166,3 +170,11 @@ def test_the_wheel_installs_and_runs_from_any_directory(
             os.killpg(up.pid, signal.SIGKILL)
             up.wait()
         log.close()
+
+
+def test_the_wheel_carries_the_pages_templates_and_assets(wheels: Path) -> None:
+    (wheel,) = wheels.glob("provely-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    pages = "services/ingress/pages/"
+    for name in ("templates/base.html", "templates/terms/retry.html", "static/receipt.js"):
+        assert pages + name in names

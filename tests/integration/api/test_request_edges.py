@@ -90,3 +90,7 @@ def test_the_root_points_to_the_docs_and_the_pages(pg_api: Api) -> None:
     links = answer.json()
     for name in ("docs", "openapi", "contracts"):
         assert pg_api.client.get(links[name], headers=pg_api.a.headers()).status_code == 200
+    for name in ("pages", "receipt_check"):  # public: no API key
+        page = pg_api.client.get(links[name])
+        assert page.status_code == 200
+        assert page.headers["content-type"].startswith("text/html")

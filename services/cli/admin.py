@@ -188,6 +188,9 @@ def connection_set(
     """Create or replace a workspace's connection to a provider (secrets encrypted at rest)."""
     from shared.lifecycle.connections import configure_connection
 
+    if provider == "http" and not base_url:
+        raise _fail("--provider http needs --base-url", 1)
+
     def work(session: Any, now: Any) -> dict[str, Any]:
         row = configure_connection(
             session,

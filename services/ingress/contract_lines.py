@@ -4,8 +4,10 @@ finding beside the line. JSON is read by the same YAML composer (a JSON document
 
 A field that is missing (``required field is missing``) is placed on the nearest field above it
 that exists (a missing top-level field: the document's first line); a finding about the whole
-document (``(document)``), or a document that does not compose, has no line. Composing is CPU work on what a tenant sent: the caller runs it where it runs the lint
-(a worker thread, under the parse time bound), only when there are findings to place.
+document (``(document)``), or a document that does not compose, has no line.
+
+Composing is CPU work on what a tenant sent: the caller runs it where it runs the lint (a
+worker thread, under the parse time bound), only when there are findings to place.
 """
 
 from __future__ import annotations

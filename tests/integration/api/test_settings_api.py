@@ -5,6 +5,7 @@ sandbox."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from services.sandbox.runner import RunningSandbox, run_sandbox
 from shared.db.models import ApiKey, Connection
+from shared.db.tenants import LastAdminKey, revoke_api_key
 from shared.trust.secrets import hash_api_key
 from tests.integration.api.conftest import Api
 
@@ -270,3 +272,41 @@ def _last_used(api: Api, key_id: str) -> datetime | None:
         row = session.get(ApiKey, key_id)
         assert row is not None
         return row.last_used_at
+
+
+def test_two_revocations_racing_cannot_leave_a_workspace_without_an_admin_key(
+    pg_api: Api,
+) -> None:
+    """The workspace row is locked before the admin keys are counted: while one revocation is
+    uncommitted, the other waits for it and then counts it (without the lock each would see
+    the other's key still active and both would pass)."""
+    admin = pg_api.a.admin_key
+    other = call(pg_api, "POST", "/v1/api-keys", admin, {"scope": "admin"}).json()["id"]
+    first_id = _key_id(pg_api, admin)
+    outcome: list[str] = []
+
+    def second() -> None:
+        with Session(pg_api.engine) as session, session.begin():
+            try:
+                revoke_api_key(session, other, now=datetime.now(UTC))
+                outcome.append("revoked")
+            except LastAdminKey:
+                outcome.append("kept")
+
+    with Session(pg_api.engine) as session, session.begin():
+        revoke_api_key(session, first_id, now=datetime.now(UTC))
+        racing = threading.Thread(target=second)
+        racing.start()
+        racing.join(timeout=1.0)
+        assert racing.is_alive(), "the second revocation did not wait for the first"
+    racing.join(timeout=30)
+    assert outcome == ["kept"]
+    with Session(pg_api.engine) as session:
+        active = session.execute(
+            select(ApiKey.id).where(
+                ApiKey.workspace_id == pg_api.a.workspace_id,
+                ApiKey.revoked_at.is_(None),
+                ApiKey.scopes.like("%admin%"),
+            )
+        ).scalars()
+        assert list(active) == [other]

@@ -116,7 +116,8 @@ def apikey_create(
 def apikey_list(
     workspace: str = typer.Option(..., "--workspace", help="Workspace id (ws_…)."),
 ) -> None:
-    """List a workspace's keys (ids, prefixes, scopes; never the keys)."""
+    """List a workspace's keys (ids, prefixes, scopes, last use to the minute; never the
+    keys)."""
     from services.cli.times import utc_text
     from shared.db.tenants import list_api_keys
 
@@ -128,6 +129,7 @@ def apikey_list(
                 "scope": "admin" if "admin" in row.scopes.split(",") else "agent",
                 "name": row.name,
                 "created_at": utc_text(row.created_at),
+                "last_used_at": utc_text(row.last_used_at) if row.last_used_at else None,
                 "revoked_at": utc_text(row.revoked_at) if row.revoked_at else None,
             }
             for row in list_api_keys(session, workspace)
@@ -137,13 +139,20 @@ def apikey_list(
 
 
 @apikey_group.command("revoke")
-def apikey_revoke(key_id: str = typer.Argument(..., help="Key id (key_…).")) -> None:
+def apikey_revoke(
+    key_id: str = typer.Argument(..., help="Key id (key_…)."),
+    allow_last_admin: bool = typer.Option(
+        False,
+        "--allow-last-admin",
+        help="Revoke it even if it is the workspace's last admin key (refused otherwise).",
+    ),
+) -> None:
     """Revoke a key; requests with it are refused at once."""
     from services.cli.times import utc_text
     from shared.db.tenants import revoke_api_key
 
     def work(session: Any, now: Any) -> dict[str, Any]:
-        row = revoke_api_key(session, key_id, now=now)
+        row = revoke_api_key(session, key_id, now=now, allow_last_admin=allow_last_admin)
         assert row.revoked_at is not None
         return {"key_id": row.id, "revoked_at": utc_text(row.revoked_at)}
 
@@ -177,39 +186,22 @@ def connection_set(
     ),
 ) -> None:
     """Create or replace a workspace's connection to a provider (secrets encrypted at rest)."""
-    from shared.db.tenants import TenantError, set_connection
-    from shared.lifecycle.contracts import provider_skill
+    from shared.lifecycle.connections import configure_connection
 
-    skill = None if provider == "http" else provider_skill(provider)
     if provider == "http" and not base_url:
         raise _fail("--provider http needs --base-url", 1)
-    if skill is None and provider != "http" and (not base_url or not signature_scheme):
-        raise _fail(
-            f"no skill is loaded for provider {provider!r}: give --base-url and "
-            "--signature-scheme (or use --provider http)",
-            1,
-        )
-    url = base_url or (skill.default_base_url if skill else None)
-    if not url:
-        raise _fail(f"provider {provider!r} has no default base URL; give --base-url", 1)
-    scheme = signature_scheme or (skill.signature_scheme if skill else None) or "standard_webhooks"
-    tolerance = signature_tolerance or (
-        skill.signature_tolerance_seconds if skill and skill.signature_tolerance_seconds else 300
-    )
 
     def work(session: Any, now: Any) -> dict[str, Any]:
-        row = set_connection(
+        row = configure_connection(
             session,
             workspace,
             provider=provider,
             webhook_secrets=webhook_secret,
             api_key=api_key,
-            base_url=url,
-            signature_scheme=scheme,
-            signature_tolerance_seconds=tolerance,
-            auth_scheme="header" if auth_header else "bearer",
+            base_url=base_url,
+            signature_scheme=signature_scheme,
+            signature_tolerance_seconds=signature_tolerance,
             auth_header=auth_header,
-            rate_limit_per_second=skill.rate_limit_per_second if skill else None,
             allow_private_network=allow_private_network,
             now=now,
         )
@@ -226,12 +218,52 @@ def connection_set(
             "webhook_url_path": f"/v1/events/{row.provider}/{row.workspace_id}",
         }
 
-    try:
-        saved = _run(work)
-    except TenantError as exc:  # pragma: no cover - _run maps it already
-        raise _fail(str(exc), 1) from None
-    saved["endpoints"] = _endpoint_check(provider, workspace, url, api_key)
+    saved = _run(work)
+    saved["endpoints"] = _endpoint_check(provider, workspace, saved["base_url"], api_key)
     _print(saved)
+
+
+@connection_group.command("rotate-secret")
+def connection_rotate_secret(
+    workspace: str = typer.Option(..., "--workspace", help="Workspace id (ws_…)."),
+    provider: str = typer.Option("stripe", "--provider", help="The connection's provider."),
+    webhook_secret: str = typer.Option(
+        ..., "--webhook-secret", help="The new signing secret (the provider's, after its roll)."
+    ),
+    overlap_hours: float = typer.Option(
+        24.0,
+        "--overlap-hours",
+        min=0.0,
+        max=720.0,
+        help="Hours the secrets before it keep verifying (0: they stop at once).",
+    ),
+) -> None:
+    """Add a webhook signing secret; the ones before it verify until the overlap ends."""
+    from datetime import timedelta
+
+    from services.cli.times import utc_text
+    from shared.lifecycle.connections import connection_view, rotate_webhook_secret
+
+    def work(session: Any, now: Any) -> dict[str, Any]:
+        row = rotate_webhook_secret(
+            session,
+            workspace,
+            provider,
+            secret=webhook_secret,
+            overlap_until=now + timedelta(hours=overlap_hours),
+            now=now,
+        )
+        view = connection_view(row)
+        return {
+            "connection_id": row.id,
+            "provider": row.provider,
+            "webhook_secrets": [
+                {"position": n, "until": utc_text(s.until) if s.until else None}
+                for n, s in enumerate(view.webhook_secrets)
+            ],
+        }
+
+    _print(_run(work))
 
 
 def _endpoint_check(
@@ -239,7 +271,7 @@ def _endpoint_check(
 ) -> dict[str, Any]:
     """What the provider's endpoints for this workspace send, and what will not count (the
     connection is saved whatever this finds; ``provely connection check`` says more)."""
-    from services.cli.endpoint_versions import ProviderUnreadable, endpoint_findings
+    from shared.intake.endpoint_versions import ProviderUnreadable, endpoint_findings
 
     try:
         found = endpoint_findings(

@@ -44,6 +44,7 @@ from services.ingress.problems import (
 )
 from services.ingress.request_checks import check_request
 from services.ingress.schemas import Health
+from services.ingress.settings import ROUTERS as SETTINGS_ROUTERS
 from shared.runtime.settings import Settings, get_settings
 
 __all__ = ["SERVERS", "BodyLimit", "create_app"]
@@ -234,6 +235,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(custom_contracts.router)
     app.include_router(receipts.router)
     app.include_router(deliveries.router)
+    for router in SETTINGS_ROUTERS:  # keys and connections (services.ingress.settings)
+        app.include_router(router)
     install_offline_docs(app)
     install_pages(app)  # /verify: the published pages, no API key
 

@@ -16,13 +16,14 @@ Answers:
   ``PROVELY_CONTRACT_MAX_BYTES`` (64 KiB; reading stops there);
 - 422 a document that takes longer than ``PROVELY_CONTRACT_PARSE_TIMEOUT_SECONDS`` to parse and
   lint (``contract-too-complex``), or holds a value no table can hold (``unstorable-value``);
-- 422 lint errors: ``errors`` lists ``{file, contract, field, message}``, ``file`` being
-  ``<request>``, exactly what the CLI prints for the same document; also an ``http`` channel
-  whose path is not among the paths its provider's skill declares (``readback.paths``): with
-  the workspace's stored credentials a contract reads only what the skill says its contracts
-  read, never any GET of the provider; likewise a query parameter (or, for a parameter that
-  names a resource such as Stripe's ``expand[]``, a value) the skill does not declare for that
-  path (``readback.query``), named in the error;
+- 422 lint errors: ``errors`` lists ``{file, contract, field, message, line}``, ``file`` being
+  ``<request>``, exactly what the CLI prints for the same document, and ``line`` the field's
+  line in the body (``services.ingress.contract_lines``) so that a form can show it there; also
+  an ``http`` channel whose path is not among the paths its provider's skill declares
+  (``readback.paths``): with the workspace's stored credentials a contract reads only what the
+  skill says its contracts read, never any GET of the provider; likewise a query parameter (or,
+  for a parameter that names a resource such as Stripe's ``expand[]``, a value) the skill does
+  not declare for that path (``readback.query``), named in the error;
 - 409 the id and version exist with other content (raise the version), or the id is a shipped
   contract's (a workspace contract cannot shadow the registry);
 - 403 the key is not an admin key of the workspace: contracts decide verdicts, so uploading one
@@ -49,6 +50,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from services.ingress.contract_lines import field_lines
 from services.ingress.deps import AdminCaller, app_engine, app_settings, now, transaction
 from services.ingress.problems import ApiError, FieldProblem, error_responses, unstorable_problem
 from services.ingress.schemas import ContractSummary
@@ -78,10 +80,21 @@ class LintProblem(FieldProblem):
 
     file: str = Field(description="Always `<request>` for an uploaded document.")
     contract: str = Field(description="The contract id as the document gives it (`?` if none).")
+    line: int | None = Field(
+        default=None,
+        description="The field's line in the document sent (a missing field: the line of the "
+        "nearest field above it); null for the whole document.",
+    )
 
 
-def _problem(err: LintError) -> LintProblem:
-    return LintProblem(file=err.file, contract=err.subject, field=err.field, message=err.message)
+def _problem(err: LintError, lines: dict[str, int] | None = None) -> LintProblem:
+    return LintProblem(
+        file=err.file,
+        contract=err.subject,
+        field=err.field,
+        message=err.message,
+        line=(lines or {}).get(err.field),
+    )
 
 
 def _media_type(request: Request) -> str:
@@ -249,11 +262,12 @@ def _lint(body: bytes, media_type: str) -> Contract:
     if contract is None:
         shown = "; ".join(str(e) for e in errors[:3])
         more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        lines = field_lines(body.decode("utf-8"), (e.field for e in errors))
         raise ApiError(
             422,
             "invalid-contract",
             f"the contract does not lint: {shown}{more}",
-            errors=[_problem(e) for e in errors],
+            errors=[_problem(e, lines) for e in errors],
         )
     return contract
 

@@ -84,7 +84,7 @@ def caller(
             401, "unauthenticated", "send `Authorization: Bearer <api key>`", headers=challenge
         )
     with transaction(app_engine(request)) as session:
-        found = authenticate(session, credentials.credentials)
+        found = authenticate(session, credentials.credentials, now=now())
     if found is None:
         raise ApiError(
             401, "unauthenticated", "the API key is unknown or revoked", headers=challenge

@@ -14,6 +14,7 @@ from http import HTTPStatus
 from typing import Any
 
 from services.ingress.problems import KINDS
+from services.ingress.settings import examples as settings_examples
 
 __all__ = ["REQUESTS", "SUCCESS", "add_examples", "problem_example"]
 
@@ -229,6 +230,7 @@ REQUESTS: dict[str, dict[str, Any]] = {
     },
 }
 """A request body per operation id and media type (a test requires one for every body)."""
+REQUESTS |= settings_examples.REQUESTS  # the settings API keeps its own (#36)
 
 SUCCESS: dict[str, dict[str, Any]] = {
     "list_deliveries": {
@@ -382,6 +384,7 @@ SUCCESS: dict[str, dict[str, Any]] = {
         "200": {"received": True, "event_id": "evt_3QxYz2AbCdEfGhIj", "duplicate": False}
     },
 }
+SUCCESS |= settings_examples.SUCCESS
 
 _DETAILS = {
     400: "the body is not valid JSON",

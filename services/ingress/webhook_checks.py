@@ -24,8 +24,9 @@ from shared.intake.parse import MalformedEvent, parse_event
 from shared.intake.refusals import Refusal
 from shared.intake.results import Delivery, IntakeResult
 from shared.runtime.settings import Settings
-from shared.trust.secrets import SecretError
+from shared.trust.secrets import SecretError, decrypt_webhook_secret_list
 from shared.trust.signatures import SignatureError, SignatureScheme, UnknownSchemeError, scheme_for
+from shared.trust.webhook_secrets import WebhookSecret, verifying
 
 __all__ = [
     "CONNECTION_OF",
@@ -54,24 +55,24 @@ class Outcome:
     api_version: str | None = None
 
 
-_SECRETS_CACHE: dict[tuple[bytes, str | None], tuple[str, ...]] = {}
+_SECRETS_CACHE: dict[tuple[bytes, str | None], tuple[WebhookSecret, ...]] = {}
 _SECRETS_CACHE_SIZE = 1024
 
 
-def _connection_secrets(stored: bytes, settings: Settings) -> tuple[str, ...]:
-    """The connection's active webhook secrets (a Fernet-encrypted JSON list at rest).
+def _connection_secrets(stored: bytes, settings: Settings) -> tuple[WebhookSecret, ...]:
+    """The connection's webhook secrets with their end times (a Fernet-encrypted JSON list at
+    rest, ``shared.trust.webhook_secrets``).
 
     Decrypted values are kept in memory by ciphertext, so a rotation (new ciphertext) takes
-    effect on the next delivery.
+    effect on the next delivery; an end time is compared with each delivery's arrival
+    (:meth:`_Verifier.verified`), never cached as a verdict.
     """
     ciphertext = bytes(stored)
     key = (ciphertext, settings.secret_key)
     found = _SECRETS_CACHE.get(key)
     if found is not None:
         return found
-    from shared.trust.secrets import decrypt_webhook_secrets
-
-    secrets = tuple(v for v in decrypt_webhook_secrets(ciphertext, settings=settings) if v)
+    secrets = tuple(decrypt_webhook_secret_list(ciphertext, settings=settings))
     if len(_SECRETS_CACHE) >= _SECRETS_CACHE_SIZE:
         _SECRETS_CACHE.clear()
     _SECRETS_CACHE[key] = secrets
@@ -111,7 +112,7 @@ class _Verifier:
     """What checking a delivery to one connection takes, worked out once per batch."""
 
     scheme: SignatureScheme
-    secrets: tuple[str, ...]
+    secrets: tuple[WebhookSecret, ...]
     tolerance_s: int
     shape: EventShape
     extra_keys: frozenset[str]
@@ -136,11 +137,12 @@ class _Verifier:
         )
 
     def verified(self, item: Item) -> Delivery:
-        """Signature, then event shape; raises SignatureError or MalformedEvent."""
+        """Signature (with the secrets that still verify at the delivery's arrival), then event
+        shape; raises SignatureError or MalformedEvent."""
         delivery = self.scheme.verify(
             body=item.body,
             headers=item.headers,
-            secrets=self.secrets,
+            secrets=verifying(self.secrets, item.now),
             tolerance_s=self.tolerance_s,
             now=item.now,
         )

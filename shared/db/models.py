@@ -129,6 +129,8 @@ class ApiKey(Base):
     name: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    # The last request made with it, at most a minute stale (``tenants.authenticate``).
+    last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
 class Connection(Base):

@@ -11,9 +11,9 @@ import re
 import secrets as random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from shared.db.models import ApiKey, Connection, Workspace
@@ -28,9 +28,11 @@ from shared.trust.secrets import (
 )
 
 __all__ = [
+    "LAST_USED_EVERY",
     "SCOPES",
     "SIGNATURE_SCHEMES",
     "Authenticated",
+    "LastAdminKey",
     "TenantError",
     "authenticate",
     "create_api_key",
@@ -45,8 +47,16 @@ SCOPES = ("agent", "admin")
 SIGNATURE_SCHEMES = ("stripe", "standard_webhooks", "github")
 
 
+LAST_USED_EVERY = timedelta(minutes=1)
+"""How stale a key's ``last_used_at`` may be: a request writes it only when it is older."""
+
+
 class TenantError(ValueError):
     """A bad admin request: unknown workspace or key, bad scope, bad connection settings."""
+
+
+class LastAdminKey(TenantError):
+    """Revoking this key would leave its workspace without an admin key."""
 
 
 def new_id(prefix: str) -> str:
@@ -118,16 +128,53 @@ def list_api_keys(session: Session, workspace_id: str) -> Sequence[ApiKey]:
 
 
 def revoke_api_key(
-    session: Session, key_id: str, *, now: datetime, workspace_id: str | None = None
+    session: Session,
+    key_id: str,
+    *,
+    now: datetime,
+    workspace_id: str | None = None,
+    allow_last_admin: bool = False,
 ) -> ApiKey:
-    """Revoke a key (idempotent: revoking it again keeps the first time)."""
+    """Revoke a key (idempotent: revoking it again keeps the first time).
+
+    The workspace's last active admin key is kept (:class:`LastAdminKey`) unless
+    ``allow_last_admin``: a workspace with no admin key can no longer manage its keys,
+    connections or contracts through the API. The workspace row is locked first, so two
+    revocations of its last two admin keys cannot both pass the count."""
     row = session.get(ApiKey, key_id)
     if row is None or (workspace_id is not None and row.workspace_id != workspace_id):
         raise TenantError(f"no API key {key_id}")
-    if row.revoked_at is None:
-        row.revoked_at = now
-        session.flush()
+    if row.revoked_at is not None:
+        return row
+    session.execute(select(Workspace.id).where(Workspace.id == row.workspace_id).with_for_update())
+    if _is_admin(row.scopes) and not allow_last_admin and _other_admin_keys(session, row) == 0:
+        raise LastAdminKey(
+            f"{key_id} is the last admin key of workspace {row.workspace_id}: create another "
+            "admin key first"
+        )
+    row.revoked_at = now
+    session.flush()
     return row
+
+
+def _is_admin(scopes: str) -> bool:
+    return "admin" in scopes.split(",")
+
+
+def _other_admin_keys(session: Session, row: ApiKey) -> int:
+    """The workspace's active admin keys other than ``row``."""
+    return int(
+        session.execute(
+            select(func.count())
+            .select_from(ApiKey)
+            .where(
+                ApiKey.workspace_id == row.workspace_id,
+                ApiKey.id != row.id,
+                ApiKey.revoked_at.is_(None),
+                ApiKey.scopes.like("%admin%"),
+            )
+        ).scalar_one()
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,18 +188,39 @@ class Authenticated:
         return "admin" in self.scopes
 
 
-def authenticate(session: Session, plain_key: str) -> Authenticated | None:
-    """The workspace of a plain key, or None when it is unknown or revoked."""
+def authenticate(
+    session: Session, plain_key: str, *, now: datetime | None = None
+) -> Authenticated | None:
+    """The workspace of a plain key, or None when it is unknown or revoked.
+
+    With ``now``, the use is recorded in ``last_used_at`` when the stored time is older than
+    :data:`LAST_USED_EVERY` (or unset): one ``UPDATE`` per key and minute, not per request; its
+    ``WHERE`` repeats the condition, so requests racing on the same key write it once."""
     if not plain_key.startswith("pv_") or len(plain_key) > 200:
         return None
     row = session.execute(
-        select(ApiKey.id, ApiKey.workspace_id, ApiKey.scopes, ApiKey.revoked_at).where(
-            ApiKey.key_hash == hash_api_key(plain_key)
-        )
+        select(
+            ApiKey.id, ApiKey.workspace_id, ApiKey.scopes, ApiKey.revoked_at, ApiKey.last_used_at
+        ).where(ApiKey.key_hash == hash_api_key(plain_key))
     ).first()
     if row is None or row.revoked_at is not None:
         return None
+    if now is not None and (row.last_used_at is None or row.last_used_at <= now - LAST_USED_EVERY):
+        _record_use(session, row.id, now)
     return Authenticated(row.id, row.workspace_id, frozenset(row.scopes.split(",")))
+
+
+def _record_use(session: Session, key_id: str, now: datetime) -> None:
+    stale = now - LAST_USED_EVERY
+    session.execute(
+        update(ApiKey)
+        .where(
+            ApiKey.id == key_id,
+            or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at <= stale),
+        )
+        .values(last_used_at=now)
+        .execution_options(synchronize_session=False)
+    )
 
 
 _URL_HOST = re.compile(r"^https?://[^/?#@\s]+(?:[/?#]\S*)?$")

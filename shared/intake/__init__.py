@@ -22,9 +22,14 @@ Modules (each imports only those above it in this list):
 - ``ingest``     ``ingest_event``: store, correlate and settle one delivery
 - ``backlog``    ``correlate_backlog``: claim the events nobody has correlated yet, correlate them
 - ``correlator`` ``correlate_pending``: what the ``provely.correlate`` task and the sweeper run
+- ``endpoint_versions`` the provider's webhook endpoints for a workspace and the API version
+                 each sends
+- ``connection_check`` will what a provider sends count? (``provely connection check``)
 
 Errors: ``MalformedEvent`` (``parse``, a ValueError with a ``reason``) — a verified body that is
-not an event of the expected shape: refused with a 400 and stored nowhere.
+not an event of the expected shape: refused with a 400 and stored nowhere. ``NoConnection``
+(``connection_check``, a LookupError) and ``ProviderUnreadable`` (``endpoint_versions``) — a
+connection check that cannot run.
 
 May import: every other package of ``shared`` and libraries; nothing in ``shared`` imports it.
 """

@@ -6,6 +6,7 @@ Modules:
 - ``operations``       the one place that changes an operation's state (``change_state``)
 - ``contracts``        the contract an operation is bound to; contract look-ups; provider skills
 - ``contract_cache``   an operation's contract, memoised per worker process
+- ``connections``      a workspace's provider connections: set, rotate webhook secrets, show
 - ``scheduling``       fences, due times, wake-ups, and the ``observe`` messages sent after commit
 - ``watch``            the watch after VERIFIED: watch keys and events that name them
 - ``late_evidence``    rechecks of a watched VERIFIED operation; a late contradiction

@@ -28,6 +28,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from shared.runtime.datafiles import private_dir
 from shared.runtime.settings import Settings, get_settings
+from shared.trust.webhook_secrets import WebhookSecret, from_json, to_json
 
 __all__ = [
     "API_KEY_PREFIX",
@@ -37,8 +38,10 @@ __all__ = [
     "api_key_display_prefix",
     "check_secret_key",
     "decrypt",
+    "decrypt_webhook_secret_list",
     "decrypt_webhook_secrets",
     "encrypt",
+    "encrypt_webhook_secret_list",
     "encrypt_webhook_secrets",
     "hash_api_key",
     "new_api_key",
@@ -143,10 +146,24 @@ def encrypt_webhook_secrets(values: list[str], *, settings: Settings | None = No
 
 
 def decrypt_webhook_secrets(token: bytes, *, settings: Settings | None = None) -> list[str]:
-    values = json.loads(decrypt(token, settings=settings))
-    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        raise UndecryptableSecret("stored webhook secrets are not a list of strings")
-    return list(values)
+    """Every stored secret's value, ended or not (see :func:`decrypt_webhook_secret_list`)."""
+    return [s.value for s in decrypt_webhook_secret_list(token, settings=settings)]
+
+
+def encrypt_webhook_secret_list(
+    values: list[WebhookSecret], *, settings: Settings | None = None
+) -> bytes:
+    """The secrets with their end times (``shared.trust.webhook_secrets``), encrypted."""
+    return encrypt(json.dumps(to_json(values)).encode("utf-8"), settings=settings)
+
+
+def decrypt_webhook_secret_list(
+    token: bytes, *, settings: Settings | None = None
+) -> list[WebhookSecret]:
+    try:
+        return from_json(json.loads(decrypt(token, settings=settings)))
+    except ValueError as exc:  # json.JSONDecodeError is one
+        raise UndecryptableSecret(f"stored webhook secrets cannot be read: {exc}") from None
 
 
 def new_api_key() -> str:

@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +136,52 @@ def test_workspace_keys_and_connections(cli: Cli) -> None:
         "--signature-scheme", "standard_webhooks", "--auth-header", "X-Api-Key",
     )  # fmt: skip
     assert generic["auth"] == "X-Api-Key"
+
+
+def test_the_last_admin_key_is_kept_and_a_webhook_secret_rotates(ready: tuple[Cli, str]) -> None:
+    """#36: ``apikey revoke`` keeps a workspace's last admin key unless told; ``apikey list``
+    shows each key's last use; ``connection rotate-secret`` keeps the secrets before the new
+    one for the overlap asked."""
+    cli, ws = ready
+    admin = cli.json("apikey", "list", "--workspace", ws)[0]
+    assert admin["scope"] == "admin"
+    assert admin["last_used_at"] is None
+    kept = cli.run("apikey", "revoke", admin["key_id"], expect=1)
+    assert "last admin key" in kept.stderr
+    assert len(kept.stderr.strip().splitlines()) == 1
+    second = cli.json("apikey", "create", "--workspace", ws, "--scope", "admin")
+
+    cli.json(
+        "connection", "set", "--workspace", ws, "--provider", "stripe",
+        "--webhook-secret", "whsec_first", "--base-url", "http://127.0.0.1:9",
+    )  # fmt: skip
+    rotated = cli.json(
+        "connection", "rotate-secret", "--workspace", ws, "--webhook-secret", "whsec_second",
+        "--overlap-hours", "2",
+    )  # fmt: skip
+    newest, old = rotated["webhook_secrets"]
+    assert newest["until"] is None
+    ends = datetime.fromisoformat(old["until"])
+    assert timedelta(hours=1.9) < ends - datetime.now(UTC) <= timedelta(hours=2)
+    assert "whsec_" not in json.dumps(rotated)
+    engine = make_engine(_settings(cli).resolved_database_url())
+    try:
+        with session_scope(engine) as session:
+            row = session.execute(select(Connection)).scalar_one()
+            stored = decrypt_webhook_secrets(row.webhook_secrets_enc, settings=_settings(cli))
+            assert stored == ["whsec_second", "whsec_first"]
+    finally:
+        engine.dispose()
+    missing = cli.run(
+        "connection", "rotate-secret", "--workspace", ws, "--provider", "http",
+        "--webhook-secret", "x", expect=1,
+    )  # fmt: skip
+    assert "has no http connection" in missing.stderr
+
+    assert cli.json("apikey", "revoke", admin["key_id"])["revoked_at"].endswith("Z")
+    cli.run("apikey", "revoke", second["key_id"], expect=1)
+    forced = cli.json("apikey", "revoke", second["key_id"], "--allow-last-admin")
+    assert forced["revoked_at"].endswith("Z")
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,13 @@ EXPECTED_IDS = {
     "get_readiness",
     "receive_event",
     "list_deliveries",
+    "list_api_keys",
+    "create_api_key",
+    "revoke_api_key",
+    "list_connections",
+    "set_connection",
+    "rotate_webhook_secret",
+    "check_connection",
 }
 
 

@@ -222,3 +222,20 @@ def test_uploading_needs_an_admin_key_and_a_key(pg_api: Api) -> None:
     assert anonymous.status_code == 401
     with session_scope(pg_api.engine) as session:
         assert session.execute(select(CustomContract)).first() is None
+
+
+@pytest.mark.parametrize("kind", ["schema", "semantic"])
+def test_lint_errors_name_the_line_of_their_field(pg_api: Api, kind: str) -> None:
+    """#36: a form shows each finding beside its line; the line is the field's own (its last
+    name is written there), or for a missing field the nearest field above it."""
+    text = BROKEN[kind](custom_text())
+    response = upload(pg_api, text, headers={"Content-Type": "application/yaml"})
+    assert response.status_code == 422, response.text
+    lines = text.splitlines()
+    errors = response.json()["errors"]
+    assert errors
+    for error in errors:
+        assert isinstance(error["line"], int), error
+        names = [n for n in error["field"].replace("]", "").split(".") if n and "[" not in n]
+        if error["message"] != "required field is missing" and names:
+            assert names[-1] in lines[error["line"] - 1], (error, lines[error["line"] - 1])

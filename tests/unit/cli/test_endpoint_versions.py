@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from services.cli.endpoint_versions import ProviderUnreadable, endpoint_findings
+from shared.intake.endpoint_versions import ProviderUnreadable, endpoint_findings
 
 WS = "ws_abc"
 

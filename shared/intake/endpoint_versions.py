@@ -1,5 +1,6 @@
 """The provider's webhook endpoints for a workspace and the API version each sends, against the
-versions the registered contracts read (``provely connection set`` and ``connection check``).
+versions the registered contracts read (``provely connection set``, ``connection check`` and
+``POST /v1/connections/{provider}/check``).
 
 Stripe lists its endpoints (``GET /v1/webhook_endpoints``) with the ``api_version`` their events
 are rendered in; ``null`` means the account's default version, which Stripe does not show: the

@@ -32,6 +32,7 @@ from services.ingress import (
     webhooks,
 )
 from services.ingress.access import observed
+from services.ingress.console import install_console
 from services.ingress.docs_ui import install_offline_docs
 from services.ingress.examples import add_examples
 from services.ingress.problems import (
@@ -233,6 +234,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(receipts.router)
     app.include_router(deliveries.router)
     install_offline_docs(app)
+    install_console(app)
 
     # The intake answers this address before the router sees it; the route only names its
     # template for the HTTP metrics (it never runs, and the OpenAPI entry is the intake's own).

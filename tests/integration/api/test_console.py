@@ -324,3 +324,53 @@ def test_the_review_queue_puts_late_contradictions_first(api: Api) -> None:
     page = client.get("/console/review").text
     order = [page.index(op_id) for op_id in (late, human, expired)]
     assert order == sorted(order)
+
+
+def test_provely_review_lists_the_queue_and_resolves_one(
+    api: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from shared.runtime.settings import get_settings
+
+    op_id = in_human_review(api)
+    monkeypatch.setenv("PROVELY_DATABASE_URL", api.settings.resolved_database_url())
+    monkeypatch.setenv("PROVELY_SECRET_KEY", api.settings.secret_key or "")
+    monkeypatch.setenv("PROVELY_DATA_DIR", str(api.settings.data_dir))
+    get_settings.cache_clear()
+    try:
+        runner = CliRunner()
+        ws = api.a.workspace_id
+        listed = runner.invoke(cli, ["review", "list", "--workspace", ws, "--json"])
+        assert listed.exit_code == 0, listed.output
+        assert [item["id"] for item in json.loads(listed.stdout)["data"]] == [op_id]
+        theirs = runner.invoke(
+            cli,
+            ["review", "resolve", op_id, "-w", api.b.workspace_id]
+            + ["--verdict", "FAILED", "--note", "x", "--reviewer", "ana"],
+        )
+        assert theirs.exit_code == 1
+        bad = runner.invoke(
+            cli,
+            ["review", "resolve", op_id, "-w", ws]
+            + ["--verdict", "MAYBE", "--note", "x", "--reviewer", "ana"],
+        )
+        assert bad.exit_code == 2
+        done = runner.invoke(
+            cli,
+            ["review", "resolve", op_id, "-w", ws, "--json"]
+            + ["--verdict", "FAILED", "--note", "refund never left", "--reviewer", "ana"],
+        )
+        assert done.exit_code == 0, done.output
+        document = json.loads(done.stdout)
+        assert document["receipt"]["review"]["reviewer"] == "cli:ana"
+        _verify_everywhere(api, document, tmp_path)
+        again = runner.invoke(
+            cli,
+            ["review", "resolve", op_id, "-w", ws]
+            + ["--verdict", "FAILED", "--note", "twice", "--reviewer", "ana"],
+        )
+        assert again.exit_code == 1
+        assert "never overwritten" in again.output
+    finally:
+        get_settings.cache_clear()

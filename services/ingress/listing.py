@@ -34,6 +34,7 @@ __all__ = [
     "encode_cursor",
     "list_page",
     "operation_states",
+    "page_query",
 ]
 
 
@@ -116,15 +117,10 @@ def _load_facts(session: Session, page: list[Operation]) -> None:
             set_committed_value(op, "action_result", row.action_result)
 
 
-def list_page(
-    session: Session,
-    *,
-    workspace_id: str,
-    filters: OperationFilters,
-    limit: int,
-    cursor: str | None = None,
-) -> OperationList:
-    """The page of ``workspace_id``'s operations after ``cursor`` that ``filters`` keep."""
+def page_query(
+    *, workspace_id: str, filters: OperationFilters, limit: int, cursor: str | None = None
+) -> Select[tuple[Operation]]:
+    """The statement of one page: ``limit + 1`` rows (the extra one says another page exists)."""
     query = _filtered(
         select(Operation)
         .where(Operation.workspace_id == workspace_id)
@@ -144,7 +140,19 @@ def list_page(
                 and_(Operation.created_at == created, Operation.id < op_id),
             )
         )
-    query = query.order_by(Operation.created_at.desc(), Operation.id.desc()).limit(limit + 1)
+    return query.order_by(Operation.created_at.desc(), Operation.id.desc()).limit(limit + 1)
+
+
+def list_page(
+    session: Session,
+    *,
+    workspace_id: str,
+    filters: OperationFilters,
+    limit: int,
+    cursor: str | None = None,
+) -> OperationList:
+    """The page of ``workspace_id``'s operations after ``cursor`` that ``filters`` keep."""
+    query = page_query(workspace_id=workspace_id, filters=filters, limit=limit, cursor=cursor)
     rows = list(session.execute(query).scalars())
     page = rows[:limit]
     _load_facts(session, page)

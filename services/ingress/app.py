@@ -33,6 +33,7 @@ from services.ingress import (
     webhooks,
 )
 from services.ingress.access import observed
+from services.ingress.console import install_console
 from services.ingress.docs_ui import install_offline_docs
 from services.ingress.examples import add_examples
 from services.ingress.pages import install_pages
@@ -239,6 +240,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     install_offline_docs(app)
     install_pages(app)  # /verify: the published pages, no API key
+    install_console(app)  # /console: the operators' screens, a session of their own
 
     # The intake answers this address before the router sees it; the route only names its
     # template for the HTTP metrics (it never runs, and the OpenAPI entry is the intake's own).

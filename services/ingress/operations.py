@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-from datetime import datetime
-from typing import Annotated, cast
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response
-from sqlalchemy import and_, or_, select
-from sqlalchemy.orm import Session, defer
-from sqlalchemy.orm.attributes import set_committed_value
 
 from services.ingress.actions import Scheduled, record_action, request_verification
 from services.ingress.bodies import StorableJsonRoute
@@ -22,14 +15,14 @@ from services.ingress.creation import (
     prepare_operation,
 )
 from services.ingress.deps import AdminCaller, Caller, app_engine, app_settings, now, transaction
+from services.ingress.listing import OperationFilters, list_page
 from services.ingress.lookup import load_operation
-from services.ingress.problems import ApiError, FieldProblem, error_responses
+from services.ingress.problems import error_responses
 from services.ingress.review import record_review
 from services.ingress.schemas import (
     ActionReportIn,
     CreateOperationIn,
     OperationList,
-    OperationListItem,
     OperationOut,
     ReviewIn,
     Timeline,
@@ -164,53 +157,6 @@ def get_operation(request: Request, operation_id: OperationId, who: Caller) -> O
         return operation_view(session, op)
 
 
-def _encode_cursor(op: Operation) -> str:
-    raw = json.dumps([op.created_at.isoformat(), op.id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created, op_id = json.loads(raw)
-        when = datetime.fromisoformat(created)
-        if when.tzinfo is None or not isinstance(op_id, str):
-            raise ValueError
-        return when, op_id
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
-        raise ApiError(
-            422,
-            "invalid-request",
-            "cursor is not one this API returned",
-            errors=[FieldProblem(field="query.cursor", message="is not a valid cursor")],
-        ) from None
-
-
-def _load_facts(session: Session, page: list[Operation]) -> None:
-    """Load ``input`` and ``action_result`` in one query for the operations of a page whose
-    correlation is not recorded in their decision (their view derives it from those)."""
-    wanted = [
-        op.id
-        for op in page
-        if not (isinstance(op.decision, dict) and op.decision.get("correlation"))
-    ]
-    if not wanted:
-        return
-    found = {
-        row.id: row
-        for row in session.execute(
-            select(Operation.id, Operation.input, Operation.action_result).where(
-                Operation.id.in_(wanted)
-            )
-        )
-    }
-    for op in page:
-        row = found.get(op.id)
-        if row is not None:
-            set_committed_value(op, "input", row.input)
-            set_committed_value(op, "action_result", row.action_result)
-
-
 @router.get(
     "",
     response_model=OperationList,
@@ -230,34 +176,15 @@ def list_operations(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
 ) -> OperationList:
-    query = (
-        select(Operation)
-        .where(Operation.workspace_id == who.workspace_id)
-        # List items never carry metadata; input and the action result are read only for
-        # the operations whose view needs them (_load_facts): a page's memory does not grow
-        # with what agents sent.
-        .options(defer(Operation.metadata_), defer(Operation.input), defer(Operation.action_result))
-    )
-    if state is not None:
-        query = query.where(Operation.state == state.value)
-    if contract is not None:
-        query = query.where(Operation.contract_id == contract)
-    if cursor is not None:
-        created, op_id = _decode_cursor(cursor)
-        query = query.where(
-            or_(
-                Operation.created_at < created,
-                and_(Operation.created_at == created, Operation.id < op_id),
-            )
-        )
-    query = query.order_by(Operation.created_at.desc(), Operation.id.desc()).limit(limit + 1)
     with transaction(app_engine(request)) as session:
-        rows = list(session.execute(query).scalars())
-        page = rows[:limit]
-        _load_facts(session, page)
-        return OperationList(
-            data=[cast(OperationListItem, operation_view(session, op, listed=True)) for op in page],
-            next_cursor=_encode_cursor(page[-1]) if len(rows) > limit else None,
+        return list_page(
+            session,
+            workspace_id=who.workspace_id,
+            filters=OperationFilters(
+                state=None if state is None else state.value, contract=contract
+            ),
+            limit=limit,
+            cursor=cursor,
         )
 
 
@@ -304,11 +231,13 @@ def verify(request: Request, operation_id: OperationId, who: Caller) -> Operatio
     "/{operation_id}/review",
     response_model=OperationOut,
     responses=error_responses(400, 401, 403, 404, 409, 413, 422),
-    summary="Resolve HUMAN_REVIEW with a verdict and a note (admin scope)",
+    summary="Review an operation a person decides: a verdict and a note (admin scope)",
     operation_id="review_operation",
     description=(
-        "A person's decision on an operation in HUMAN_REVIEW: a final verdict and a note, "
-        "recorded in the audit chain and answered with a signed receipt. Needs an admin key."
+        "A person's decision on an operation in HUMAN_REVIEW, CONTRADICTED or EXPIRED: a verdict "
+        "and a note, recorded once in the audit chain and answered with a signed review receipt "
+        "(`review.receipt_id`) that supersedes the receipt it follows and names it in "
+        "`review.follows`. The runtime's verdict is never rewritten. Needs an admin key."
     ),
 )
 def review(
@@ -319,5 +248,12 @@ def review(
 ) -> OperationOut:
     with transaction(app_engine(request)) as session:
         op = load_operation(session, who.workspace_id, operation_id, for_update=True)
-        record_review(session, op, body, reviewer_key_id=who.key_id, now=now())
+        record_review(
+            session,
+            op,
+            body,
+            reviewer_key_id=who.key_id,
+            now=now(),
+            settings=app_settings(request),
+        )
         return operation_view(session, op)

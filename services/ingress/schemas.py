@@ -151,6 +151,11 @@ class ReviewOut(_Out):
     note: str
     reviewed_at: datetime
     reviewed_by: str = Field(description="The API key id of the reviewer.")
+    receipt_id: str | None = Field(
+        default=None,
+        description="The signed receipt of the review (`GET /v1/receipts/{receipt_id}`); it "
+        "supersedes the receipt it follows. Null for a review recorded before reviews had one.",
+    )
 
 
 class IgnoredEventOut(_Out):

@@ -147,6 +147,7 @@ def _review(op: Operation) -> ReviewOut | None:
         note=str(review.get("note")),
         reviewed_at=reviewed_at,
         reviewed_by=str(review.get("reviewed_by")),
+        receipt_id=review.get("receipt_id") if isinstance(review.get("receipt_id"), str) else None,
     )
 
 

@@ -33,6 +33,8 @@ __all__ = [
     "ApiKey",
     "Base",
     "Connection",
+    "ConsoleSession",
+    "ConsoleSignIn",
     "CustomContract",
     "Event",
     "EventBacklog",
@@ -429,3 +431,28 @@ class CustomContract(Base):
     hash: Mapped[str] = mapped_column(String(64))
     document: Mapped[dict[str, Any]] = mapped_column(Json)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class ConsoleSession(Base):
+    """A person signed in to the console: the sha256 of the cookie's token, never the token."""
+
+    __tablename__ = "console_sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 of the token
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"), index=True)
+    key_id: Mapped[str] = mapped_column(String(40))  # the admin key that signed in
+    csrf: Mapped[str] = mapped_column(String(64))  # the session's form token
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+
+
+class ConsoleSignIn(Base):
+    """A refused console sign-in, by client: counted to slow down guessing across processes."""
+
+    __tablename__ = "console_sign_ins"
+    __table_args__ = (Index("ix_console_sign_ins_client_at", "client", "at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    client: Mapped[str] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(UtcDateTime())

@@ -113,6 +113,11 @@ class Settings(BaseSettings):
         ge=0,
         description="How late a scheduled observation may be before the sweeper re-enqueues it.",
     )
+    console_behind_tls: bool = Field(
+        default=False,
+        description="The console is served over TLS by a proxy in front of the ingress: its "
+        "session cookie is marked Secure even when the ingress itself sees plain HTTP.",
+    )
     refused_deliveries_kept: int = Field(
         default=10_000,
         ge=1,

@@ -34,7 +34,8 @@ def _cannot(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def register(app: typer.Typer) -> None:
+# pay down (C901): every subcommand a closure; one function each
+def register(app: typer.Typer) -> None:  # noqa: C901
     """Add this module's commands to the root app."""
     group = typer.Typer(help="Local provider sandboxes for tests, demos and your own app.")
     app.add_typer(group, name="sandbox")

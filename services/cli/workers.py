@@ -37,7 +37,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _run_worker(
+def _run_worker(  # noqa: C901  # pay down: options and start-up in one; split them
     queue: str,
     role: str,
     *,

@@ -9,9 +9,11 @@ the rules an LLM must keep; each answer carries the retry guidance in words and 
 Modules: ``texts`` (the words: instructions, tool descriptions, the prompt), ``answers``
 (an operation or an API error as a tool's answer), ``server`` (the tools, the contract
 pages as resources, the prompt), ``http`` (the streamable HTTP app: API key and host checks).
-It imports no other service and nothing of ``shared``: the API is its only way in.
 
 Errors: a refused call is a :class:`mcp.server.mcpserver.exceptions.ToolError` whose text
 is the API's problem (kind, detail and each invalid field); the SDK answers it to the client
 as a tool error (``isError``), never as a crash.
+
+May import: the ``mcp`` SDK and ``provely_sdk``; no other service and nothing of ``shared``:
+the API is its only way in.
 """

@@ -1,4 +1,4 @@
-"""A stateful Stripe sandbox with faults on demand (issue 4).
+"""A stateful Stripe sandbox with faults on demand.
 
 Modules: ``forms`` (Stripe's bracketed form encoding), ``params`` (parameter rules and their
 errors), ``objects`` (ids, the public view of a stored object), ``settings`` (settings, faults,
@@ -20,4 +20,7 @@ Errors::
     ├── StripeError       an API answer in Stripe's error envelope (status, type, code, param)
     ├── StateFileError    the --state file cannot be read as a sandbox state
     └── SandboxControlError  (client) the control API refused a call
+
+May import: its libraries (Starlette, httpx) and nothing of ``shared`` or another service: it
+stands in for the provider, so it knows nothing of Provely.
 """

@@ -28,6 +28,7 @@ __all__ = [
     "NOT_LITERAL",
     "PLAIN_TYPES",
     "CompiledChannel",
+    "CompiledCondition",
     "CompiledContract",
     "compiled_contract",
     "plain",
@@ -56,7 +57,7 @@ class _Gate:
         return self.fn(left, self.operand.resolve(context)) is True
 
 
-class _Condition:
+class CompiledCondition:
     __slots__ = (
         "allowed",
         "channel_list",
@@ -164,10 +165,10 @@ class CompiledChannel:
 
 def _evidence_conditions(
     kind: str, conditions: Sequence[CompletionCondition]
-) -> tuple[_Condition, ...]:
+) -> tuple[CompiledCondition, ...]:
     """Conditions of the completion shape (``id, meaning, path, op, value, evidence``)."""
     return tuple(
-        _Condition(
+        CompiledCondition(
             id=c.id,
             kind=kind,
             path=c.path,
@@ -203,7 +204,7 @@ class CompiledContract:
         self.channel_by_name = {ch.name: ch for ch in self.channels}
         self.completion = _evidence_conditions("completion", contract.completion)
         self.negative = tuple(
-            _Condition(
+            CompiledCondition(
                 id=c.id,
                 kind="negative",
                 path=c.path,
@@ -216,7 +217,7 @@ class CompiledContract:
             for c in contract.negative
         )
         self.verdict_map = tuple(
-            _Condition(
+            CompiledCondition(
                 id=r.id,
                 kind="verdict_map",
                 path=r.path,

@@ -1,6 +1,6 @@
 """The frozen retry table: what an agent may retry after each verdict.
 
-This module owns ``RETRY_TABLE`` (DESIGN.md's table, as data) and :func:`retry_guidance`,
+This module owns ``RETRY_TABLE`` (the retry table, as data) and :func:`retry_guidance`,
 which the operation resource carries as ``retry: {action, verification}`` so that an agent
 never derives it. Rules, checked in order:
 

@@ -1,11 +1,11 @@
 """Evidence locks: a decision and the intake of an event it could read never interleave.
 
-A final decision reduces its webhook channels over the events stored when it decides (DESIGN.md,
-"Truth over time"). On PostgreSQL, under READ COMMITTED, an event committed after the decision's
-event query but before its commit would be acknowledged to the provider (200) and still missed
-by a verdict that becomes visible afterwards. These transaction-level advisory locks close that
-gap, keyed by what events are found by — a key value an event carries (``event_keys.value``)
-in one workspace and provider:
+A final decision reduces its webhook channels over the events stored when it decides, and a
+verdict must stay true of the evidence that was there when it was given. On PostgreSQL, under
+READ COMMITTED, an event committed after the decision's event query but before its commit
+would be acknowledged to the provider (200) and still missed by a verdict that becomes visible
+afterwards. These transaction-level advisory locks close that gap, keyed by what events are
+found by — a key value an event carries (``event_keys.value``) in one workspace and provider:
 
 - the intake takes each of its events' keys **shared** in the statement (or transaction) that
   stores them: storing events never waits for other stored events;

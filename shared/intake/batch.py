@@ -231,7 +231,7 @@ def correlate_stored(
     settle(session, pending, now=now)
 
 
-def _link_batch(
+def _link_batch(  # noqa: C901  # pay down: linking, reuse and refusal in one; a step each
     session: Session, pending: Sequence[tuple[Delivery, IntakeResult]], now: datetime
 ) -> list[tuple[Delivery, IntakeResult]]:
     """PostgreSQL: link the pending events with one candidate query and one link insert;

@@ -33,7 +33,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shared.core.contract import Channel, Contract, MatchRule
+from shared.core.contract import Channel, Contract, MatchRule, WebhookVerifier
 from shared.core.lint.findings import LintError
 from shared.core.lint.operands import ExpressionLinter, is_event_expr
 from shared.core.patterns import PatternError, compile_pattern
@@ -171,58 +171,77 @@ class _ContractLinter(ExpressionLinter):
             self.err("channels", "declare at least one channel")
         for i, ch in enumerate(self.c.channels):
             where = f"channels[{i}]"
-            if not re.match(r"^[a-z][a-z0-9_]*$", ch.name):
-                self.err(f"{where}.name", "a channel name is lower-case letters, digits and _")
-            if ch.provider is not None and not re.match(r"^[a-z][a-z0-9_]*$", ch.provider):
-                self.err(
-                    f"{where}.provider",
-                    "a provider id is lower-case letters, digits and _ (as a skill names it)",
-                )
-            want = _CHANNEL_LEVEL[ch.verifier]
-            if ch.level != want:
-                self.err(
-                    f"{where}.level",
-                    f"an {ch.verifier} channel observes at {want}, not {ch.level}",
-                )
-            if not ch.description.strip():
-                self.err(f"{where}.description", "describe what the channel reads")
-            for attr in ("typical_latency_ms", "worst_case_ms"):
-                value = getattr(ch, attr)
-                if value is not None and value < 0:
-                    self.err(f"{where}.{attr}", f"must not be negative, got {value}")
-            if ch.freshness_ms is not None and ch.freshness_ms <= 0:
-                self.err(f"{where}.freshness_ms", f"must be positive, got {ch.freshness_ms}")
-            if (
-                ch.typical_latency_ms is not None
-                and ch.worst_case_ms is not None
-                and ch.worst_case_ms < ch.typical_latency_ms
-            ):
-                self.err(f"{where}.worst_case_ms", "is shorter than the typical latency")
-            if ch.verifier == "http":
-                if ch.http is None:
-                    self.err(f"{where}.http", "an http channel needs its http parameters")
-                else:
-                    self._http_path(f"{where}.http.path", ch.http.path)
-                    self._http_query(f"{where}.http", ch.http)
-                if ch.webhook is not None:
-                    self.err(f"{where}.webhook", "an http channel takes no webhook parameters")
-            else:
-                if ch.webhook is None:
-                    self.err(f"{where}.webhook", "a webhook channel needs its webhook parameters")
-                else:
-                    for _, dup in _duplicates(list(ch.webhook.event_types)):
-                        self.err(f"{where}.webhook.event_types", f"{dup} is listed twice")
-                    for j, rule in enumerate(ch.webhook.match):
-                        mwhere = f"{where}.webhook.match[{j}]"
-                        if not is_event_expr(rule.path):
-                            self.err(f"{mwhere}.path", "a match rule reads the event: $event.…")
-                        self._operands(mwhere, rule.path, rule.op, rule.value, in_match=True)
-                if ch.http is not None:
-                    self.err(f"{where}.http", "a webhook channel takes no http parameters")
+            self._channel(where, ch)
+            self._channel_parameters(where, ch)
             self._monotone(where, ch)
 
+    def _channel(self, where: str, ch: Channel) -> None:
+        """A channel's name, provider, level, description and latencies."""
+        if not re.match(r"^[a-z][a-z0-9_]*$", ch.name):
+            self.err(f"{where}.name", "a channel name is lower-case letters, digits and _")
+        if ch.provider is not None and not re.match(r"^[a-z][a-z0-9_]*$", ch.provider):
+            self.err(
+                f"{where}.provider",
+                "a provider id is lower-case letters, digits and _ (as a skill names it)",
+            )
+        want = _CHANNEL_LEVEL[ch.verifier]
+        if ch.level != want:
+            self.err(
+                f"{where}.level",
+                f"an {ch.verifier} channel observes at {want}, not {ch.level}",
+            )
+        if not ch.description.strip():
+            self.err(f"{where}.description", "describe what the channel reads")
+        for attr in ("typical_latency_ms", "worst_case_ms"):
+            value = getattr(ch, attr)
+            if value is not None and value < 0:
+                self.err(f"{where}.{attr}", f"must not be negative, got {value}")
+        if ch.freshness_ms is not None and ch.freshness_ms <= 0:
+            self.err(f"{where}.freshness_ms", f"must be positive, got {ch.freshness_ms}")
+        if (
+            ch.typical_latency_ms is not None
+            and ch.worst_case_ms is not None
+            and ch.worst_case_ms < ch.typical_latency_ms
+        ):
+            self.err(f"{where}.worst_case_ms", "is shorter than the typical latency")
+
+    def _channel_parameters(self, where: str, ch: Channel) -> None:
+        """The parameters of the channel's verifier, and none of another's."""
+        if ch.verifier == "http":
+            if ch.http is None:
+                self.err(f"{where}.http", "an http channel needs its http parameters")
+            else:
+                self._http_path(f"{where}.http.path", ch.http.path)
+                self._http_query(f"{where}.http", ch.http)
+            if ch.webhook is not None:
+                self.err(f"{where}.webhook", "an http channel takes no webhook parameters")
+        else:
+            if ch.webhook is None:
+                self.err(f"{where}.webhook", "a webhook channel needs its webhook parameters")
+            else:
+                self._webhook(f"{where}.webhook", ch.webhook)
+            if ch.http is not None:
+                self.err(f"{where}.http", "a webhook channel takes no http parameters")
+
+    def _webhook(self, where: str, webhook: WebhookVerifier) -> None:
+        for _, dup in _duplicates(list(webhook.event_types)):
+            self.err(f"{where}.event_types", f"{dup} is listed twice")
+        for j, rule in enumerate(webhook.match):
+            mwhere = f"{where}.match[{j}]"
+            if not is_event_expr(rule.path):
+                self.err(f"{mwhere}.path", "a match rule reads the event: $event.…")
+            self._operands(mwhere, rule.path, rule.op, rule.value, in_match=True)
+
     def _conditions(self) -> None:
+        """Completion conditions, negative conditions, verdict-map rules, rejection; their ids."""
         ids: list[tuple[str, str]] = []
+        self._completion(ids)
+        self._negative(ids)
+        self._verdict_map(ids)
+        self._rejection(ids)
+        self._ids(ids)
+
+    def _completion(self, ids: list[tuple[str, str]]) -> None:
         if not self.c.completion:
             self.err("completion", "declare at least one completion condition")
         read: dict[str, str] = {}
@@ -232,24 +251,30 @@ class _ContractLinter(ExpressionLinter):
             self._operands(where, cond.path, cond.op, cond.value)
             if not cond.meaning.strip():
                 self.err(f"{where}.meaning", "say what the condition means")
-            channels = _observed_channels(cond.path, cond.value)
-            if cond.evidence not in self.channels:
-                self.err(f"{where}.evidence", f"{cond.evidence} is not a declared channel")
-            elif not channels:
-                self.err(
-                    f"{where}.evidence",
-                    f"the condition reads no channel; its path must read "
-                    f"$observed.{cond.evidence}.…",
-                )
-            elif cond.evidence not in channels:
-                self.err(
-                    f"{where}.evidence",
-                    f"{cond.evidence} is not the channel the condition reads "
-                    f"({', '.join(sorted(channels))})",
-                )
+            self._completion_evidence(
+                where, cond.evidence, _observed_channels(cond.path, cond.value)
+            )
             if cond.evidence in self.channels:
                 read[cond.evidence] = self.channels[cond.evidence].level
         self._reachable(read)
+
+    def _completion_evidence(self, where: str, evidence: str, channels: set[str]) -> None:
+        """A completion condition's ``evidence`` is the declared channel its path reads."""
+        if evidence not in self.channels:
+            self.err(f"{where}.evidence", f"{evidence} is not a declared channel")
+        elif not channels:
+            self.err(
+                f"{where}.evidence",
+                f"the condition reads no channel; its path must read $observed.{evidence}.…",
+            )
+        elif evidence not in channels:
+            self.err(
+                f"{where}.evidence",
+                f"{evidence} is not the channel the condition reads "
+                f"({', '.join(sorted(channels))})",
+            )
+
+    def _negative(self, ids: list[tuple[str, str]]) -> None:
         for i, neg in enumerate(self.c.negative):
             where = f"negative[{i}]"
             ids.append((neg.id, f"{where}.id"))
@@ -261,6 +286,8 @@ class _ContractLinter(ExpressionLinter):
                 self.err(f"{where}.class", "name the class of contradiction")
             if not neg.reason.strip():
                 self.err(f"{where}.reason", "give the reason in words")
+
+    def _verdict_map(self, ids: list[tuple[str, str]]) -> None:
         for i, rule in enumerate(self.c.verdict_map):
             where = f"verdict_map[{i}]"
             ids.append((rule.id, f"{where}.id"))
@@ -278,6 +305,8 @@ class _ContractLinter(ExpressionLinter):
                 self.err(f"{where}.reason", "give the reason in words")
             if rule.supersedes_verified:
                 self._supersedes(where, rule.path, rule.verdict)
+
+    def _rejection(self, ids: list[tuple[str, str]]) -> None:
         for i, cond in enumerate(self.c.rejection.confirm if self.c.rejection else ()):
             where = f"rejection.confirm[{i}]"
             ids.append((cond.id, f"{where}.id"))
@@ -299,6 +328,9 @@ class _ContractLinter(ExpressionLinter):
                 )
         if self.c.rejection is not None and not self.c.rejection.reason.strip():
             self.err("rejection.reason", "give the reason in words")
+
+    def _ids(self, ids: Sequence[tuple[str, str]]) -> None:
+        """Conditions and rules share one namespace of ids, none a reason the runtime gives."""
         seen: set[str] = set()
         for ident, where in ids:
             if not re.match(r"^[a-z][a-z0-9_]*$", ident):

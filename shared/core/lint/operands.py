@@ -11,6 +11,7 @@ sections are checked by its subclass in ``shared.core.lint.contract``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -110,6 +111,10 @@ class ExpressionLinter:
             for k, item in enumerate(value):
                 if isinstance(item, str) and item.startswith("$"):
                     self._expr(f"{where}.value[{k}]", item, in_match=in_match)
+        self._operand_types(where, path, op, value)
+
+    def _operand_types(self, where: str, path: str, op: Operator, value: Any) -> None:
+        """The operand an operator takes, and the type of path it compares."""
         path_type = self._type(path) if isinstance(path, str) and path.startswith("$") else "any"
         vfield = f"{where}.value"
         if op in _LIST:
@@ -178,36 +183,56 @@ class ExpressionLinter:
             else:
                 self.err(field, f"unknown root {root}")
             return
-        parts = expr.split(".")
-        root, rest = parts[0], parts[1:]
+        root, *rest = expr.split(".")
+        problem = self._root_problem(expr, root, rest, in_match=in_match)
+        if problem is not None:
+            self.err(field, problem)
+
+    def _root_problem(
+        self, expr: str, root: str, rest: Sequence[str], *, in_match: bool
+    ) -> str | None:
+        """What is wrong with ``expr`` (``root`` then ``rest``), if anything."""
         if root == "$input":
             if len(rest) != 1:
-                self.err(field, f"{expr}: an input is read as $input.<field>")
-            elif rest[0] not in self.c.input:
-                self.err(field, f"{expr}: input {rest[0]} is not declared in the input section")
-        elif root == "$action":
-            if not rest or rest[0] != "result":
-                self.err(field, f"{expr}: the action is read as $action.result.…")
-        elif root == "$operation":
-            if len(rest) != 1 or rest[0] not in ("id", "created_at"):
-                self.err(field, f"{expr}: the operation offers $operation.id and .created_at")
-        elif root == "$correlation":
+                return f"{expr}: an input is read as $input.<field>"
+            return (
+                None
+                if rest[0] in self.c.input
+                else (f"{expr}: input {rest[0]} is not declared in the input section")
+            )
+        if root == "$action":
+            return (
+                None
+                if rest and rest[0] == "result"
+                else (f"{expr}: the action is read as $action.result.…")
+            )
+        if root == "$operation":
+            return (
+                None
+                if len(rest) == 1 and rest[0] in ("id", "created_at")
+                else (f"{expr}: the operation offers $operation.id and .created_at")
+            )
+        if root == "$correlation":
             if len(rest) != 1:
-                self.err(field, f"{expr}: a key is read as $correlation.<key>")
-            elif rest[0] not in self.keys:
-                self.err(field, f"{expr}: correlation key {rest[0]} is not declared")
-        elif root == "$observed":
+                return f"{expr}: a key is read as $correlation.<key>"
+            return (
+                None
+                if rest[0] in self.keys
+                else (f"{expr}: correlation key {rest[0]} is not declared")
+            )
+        if root == "$observed":
             if not rest:
-                self.err(field, f"{expr}: name a channel: $observed.<channel>.…")
-            elif rest[0] not in self.channels:
-                self.err(field, f"{expr}: channel {rest[0]} is not declared")
-        elif root == "$event":
-            if not in_match:
-                self.err(
-                    field, f"{expr}: $event is only valid inside a webhook channel's match rules"
-                )
-        else:
-            self.err(field, f"unknown root {root}")
+                return f"{expr}: name a channel: $observed.<channel>.…"
+            return (
+                None if rest[0] in self.channels else (f"{expr}: channel {rest[0]} is not declared")
+            )
+        if root == "$event":
+            return (
+                None
+                if in_match
+                else (f"{expr}: $event is only valid inside a webhook channel's match rules")
+            )
+        return f"unknown root {root}"
 
 
 def is_event_expr(expr: str) -> bool:

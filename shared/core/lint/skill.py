@@ -4,7 +4,7 @@ may read under its skill."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -14,9 +14,11 @@ from shared.core.lint.findings import LintError, validation_errors
 from shared.core.lint.operands import is_event_expr
 from shared.core.paths import template_within
 from shared.core.queries import QueryDeclaration, undeclared_query
-from shared.core.skill import SkillManifest
+from shared.core.skill import SkillContractFile, SkillManifest
 
 __all__ = ["lint_readback_paths", "lint_skill_manifest"]
+
+_Report = Callable[[str, str], None]  # (field, message) of one finding
 
 
 def lint_readback_paths(
@@ -114,53 +116,65 @@ def lint_skill_manifest(
         # No sha256 yet is not an error: a skill is written first and signed last (the
         # signature check refuses an unsigned skill when it is loaded).
         if files is not None:
-            content = files.get(entry.file)
-            if content is None:
-                err(f"{where}.file", f"{entry.file} does not exist")
-            elif entry.sha256 is not None and hashlib.sha256(content).hexdigest() != entry.sha256:
-                err(
-                    f"{where}.sha256",
-                    f"{entry.file} changed since the skill was signed (sha256 differs)",
-                )
+            _listed_file(err, where, entry, files.get(entry.file))
         if contracts is not None and entry.file in contracts:
-            c = contracts[entry.file]
-            if (c.skill.provider, c.skill.version) != (manifest.provider, manifest.version):
-                err(
-                    f"{where}.file",
-                    f"{entry.file} names skill {c.skill.provider} {c.skill.version}, "
-                    f"not {manifest.provider} {manifest.version}",
-                )
-            if c.certification != manifest.certification:
-                err(
-                    f"{where}.file",
-                    f"{entry.file} has certification {c.certification}, "
-                    f"the skill {manifest.certification}",
-                )
-            declared = manifest.readback.paths if manifest.readback else None
-            if declared is not None:
-                query = manifest.readback.query if manifest.readback else None
-                errors.extend(
-                    lint_readback_paths(
-                        c,
-                        {manifest.provider: declared},
-                        file=file,
-                        queries={manifest.provider: query},
-                    )
-                )
-    if manifest.event_shape is not None:
-        shape = manifest.event_shape.model_dump()
-        keys = shape.pop("correlation_keys")
-        for name, expr in [
-            *shape.items(),
-            *((f"correlation_keys.{k}", v) for k, v in keys.items()),
-        ]:
-            if expr is not None and not is_event_expr(expr):
-                err(f"event_shape.{name}", f"must be a $event.… expression, got {expr!r}")
+            _listed_contract(err, where, entry, contracts[entry.file], manifest)
+            errors.extend(_listed_readback(contracts[entry.file], manifest, file=file))
+    _event_shape(err, manifest)
     if manifest.default_base_url is not None and not manifest.default_base_url.startswith(
         ("https://", "http://")
     ):
         err("default_base_url", "must be an http(s) URL")
     return errors
+
+
+def _listed_file(err: _Report, where: str, entry: SkillContractFile, content: bytes | None) -> None:
+    """A listed contract file exists and, once signed, has the sha256 the manifest records."""
+    if content is None:
+        err(f"{where}.file", f"{entry.file} does not exist")
+    elif entry.sha256 is not None and hashlib.sha256(content).hexdigest() != entry.sha256:
+        err(f"{where}.sha256", f"{entry.file} changed since the skill was signed (sha256 differs)")
+
+
+def _listed_contract(
+    err: _Report, where: str, entry: SkillContractFile, c: Contract, manifest: SkillManifest
+) -> None:
+    """A listed contract names this skill (provider and version) and its certification."""
+    if (c.skill.provider, c.skill.version) != (manifest.provider, manifest.version):
+        err(
+            f"{where}.file",
+            f"{entry.file} names skill {c.skill.provider} {c.skill.version}, "
+            f"not {manifest.provider} {manifest.version}",
+        )
+    if c.certification != manifest.certification:
+        err(
+            f"{where}.file",
+            f"{entry.file} has certification {c.certification}, the skill {manifest.certification}",
+        )
+
+
+def _listed_readback(c: Contract, manifest: SkillManifest, *, file: str) -> list[LintError]:
+    """A listed contract reads back only the paths (and queries) the skill declares."""
+    declared = manifest.readback.paths if manifest.readback else None
+    if declared is None:
+        return []
+    query = manifest.readback.query if manifest.readback else None
+    return lint_readback_paths(
+        c, {manifest.provider: declared}, file=file, queries={manifest.provider: query}
+    )
+
+
+def _event_shape(err: _Report, manifest: SkillManifest) -> None:
+    if manifest.event_shape is None:
+        return
+    shape = manifest.event_shape.model_dump()
+    keys = shape.pop("correlation_keys")
+    for name, expr in [
+        *shape.items(),
+        *((f"correlation_keys.{k}", v) for k, v in keys.items()),
+    ]:
+        if expr is not None and not is_event_expr(expr):
+            err(f"event_shape.{name}", f"must be a $event.… expression, got {expr!r}")
 
 
 def _skill_subject(data: Any) -> str:

@@ -1,9 +1,10 @@
 """The rendered page of stripe.refund.succeeded carries every row of the published seed page.
 
-The seed page (``../shared/seeds/000_…`` next to the repository) is read at test time. Its
-Markdown tables and the render's are parsed; every seed row (the hash row aside: the hash is
-of our own file) must appear in the render table with the same header, found by its first
-cell, and every data column must be equal, cell for cell.
+The seed page is vendored beside this test (``fixtures/stripe.refund.succeeded-1.0.0.page.md``,
+the page as it was published, byte for byte). Its Markdown tables and the render's are parsed;
+every seed row (the hash row aside: the hash is of our own file) must appear in the render
+table with the same header, found by its first cell, and every data column must be equal,
+cell for cell.
 
 Prose columns — Meaning, Description and Reason — are only required to be non-empty: the
 project writes its own prose, so those sentences differ from the seed's on purpose (and a
@@ -18,8 +19,8 @@ names its own version).
 
 from __future__ import annotations
 
-import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -27,10 +28,9 @@ from shared.core.cells import format_duration_ms, format_value
 from shared.core.render import render_page
 from shared.trust.registry import SHIPPED_CONTRACTS_DIR, SHIPPED_KEYS_DIR, load_registry
 from shared.trust.skills import load_trusted_keys
-from tests.unit.contracts.helpers import REPO_ROOT
 
 VERSIONS = ("1.0.0", "1.1.0", "1.2.0")
-SEED_PAGE = REPO_ROOT.parent / "shared" / "seeds" / "000_2965d0570c4e3818.txt"
+SEED_PAGE = Path(__file__).parent / "fixtures" / "stripe.refund.succeeded-1.0.0.page.md"
 PROSE_COLUMNS = {"Meaning", "Description", "Reason"}
 
 Table = tuple[tuple[str, ...], list[tuple[str, ...]]]
@@ -56,21 +56,7 @@ def _cells(row: str) -> tuple[str, ...]:
     return tuple(c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner))
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
 def _seed_text() -> str:
-    """The seed page; outside CI a clone without the team's ``../shared`` skips these tests
-    (there is nothing to compare with), in CI its absence is a failure."""
-    if not SEED_PAGE.is_file():
-        where = (
-            f"seed page not found at {SEED_PAGE}: the team's shared seeds sit next to the "
-            "repository (../shared/seeds relative to its root)"
-        )
-        if _in_ci():
-            pytest.fail(f"{where}; CI must have them", pytrace=False)
-        pytest.skip(f"{where}; absent in this clone, and CI is not set")
     return SEED_PAGE.read_text(encoding="utf-8")
 
 
@@ -214,19 +200,3 @@ def test_the_1_1_0_page_shows_the_listing_of_the_charge_and_its_conditions() -> 
         "`1`",
         "`charge_refunds`",
     )
-
-
-def test_a_missing_seed_page_skips_outside_ci_and_fails_in_ci(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: object
-) -> None:
-    import sys
-    from pathlib import Path
-
-    module = sys.modules[__name__]
-    monkeypatch.setattr(module, "SEED_PAGE", Path(str(tmp_path)) / "absent.txt")
-    monkeypatch.delenv("CI", raising=False)
-    with pytest.raises(pytest.skip.Exception, match="CI is not set"):
-        _seed_text()
-    monkeypatch.setenv("CI", "true")
-    with pytest.raises(pytest.fail.Exception, match="CI must have them"):
-        _seed_text()

@@ -1,4 +1,4 @@
-"""The frozen retry table, one test per row of DESIGN.md's table."""
+"""The frozen retry table, one test per row of ``shared.core.retry.RETRY_TABLE``."""
 
 from __future__ import annotations
 

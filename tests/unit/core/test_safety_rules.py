@@ -1,4 +1,4 @@
-"""DESIGN.md's frozen safety rules 1-9, one test (or table) per rule, named after it.
+"""The engine's frozen safety rules 1-9, one test (or table) per rule, named after it.
 
 Where a rule is enforced outside the core (rule 9's signature check lives in the webhook
 intake, rule 8's SQL guard in persistence) these tests hold the core's part of it.

@@ -44,8 +44,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from services.observer.connections import Readback, readback_of
+from services.observer.event_log import ingest_log
 from services.observer.http_verifier import read_http, read_http_list
-from services.observer.jobs import HttpJob, declared_readback, http_job, kept_reading
+from services.observer.jobs import (
+    HttpJob,
+    declared_readback,
+    event_log_job,
+    http_job,
+    kept_reading,
+)
 from services.observer.statements import (
     COUNT_ATTEMPT,
     EXISTS,
@@ -58,6 +65,9 @@ from services.observer.statements import (
 from shared.core.context import build_context
 from shared.core.kept import read_paths
 from shared.core.types import ObservationStatus, OperationState
+from shared.core.verifiers import verifier_of
+from shared.core.verifiers.event_log import EVENT_LOG
+from shared.core.verifiers.http import HTTP
 from shared.db.models import Operation
 from shared.db.session import get_engine, read_connection, session_scope
 from shared.evidence.backwards import mark_backwards
@@ -72,6 +82,7 @@ from shared.lifecycle.scheduling import (
     SLOT_TOLERANCE,
     claim_reading,
     counts_as_slot,
+    dispatch_observe_now,
 )
 from shared.runtime.logs import bind_operation
 from shared.runtime.ratelimit import RateLimiter, bucket_for
@@ -122,6 +133,7 @@ class Observer:
     sleep: Callable[[float], object] = field(default=lambda s: threading.Event().wait(s))
     send_evaluate: Callable[[str], None] = _send_evaluate
     resend_observe: Callable[[str, int, float], None] = _resend_observe
+    send_observe_now: Callable[[Sequence[tuple[str, int]]], object] = dispatch_observe_now
     _readers: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
     _readers_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -284,8 +296,12 @@ class Observer:
                 readback=declared_readback(channel, contract),
                 keep=kept.get(channel.name, frozenset()) if kept is not None else None,
             )
+            if verifier_of(channel) is HTTP
+            else event_log_job(
+                channel, contract, context, readback=declared_readback(channel, contract)
+            )
             for channel in contract.channels
-            if channel.verifier == "http"
+            if verifier_of(channel).polled
         ]
         # Each channel reads through the connection of its own provider (a contract may
         # read the user's app over http and a payment provider's events at once).
@@ -319,8 +335,9 @@ class Observer:
                 op.attempts -= 1  # the facts as they were before this observation counted
             contract = cached_contract_for(session, op)
             context = build_context(contract, facts_for(op))
+            readings, woken = self._ingest_logs(session, op, contract=contract, readings=readings)
             for channel in contract.channels:
-                if channel.verifier == "webhook":
+                if verifier_of(channel).reduces_events:
                     readings.append(
                         read_webhook(
                             session,
@@ -346,7 +363,36 @@ class Observer:
             _record_metrics(
                 readings, contract_channels={c.name: c.verifier for c in contract.channels}
             )
+        if woken:  # other operations the event log's new events named
+            self.send_observe_now(sorted(set(woken)))
         return ObserveOutcome.OBSERVED
+
+    def _ingest_logs(
+        self, session: Session, op: Any, *, contract: Any, readings: list[Reading]
+    ) -> tuple[list[Reading], list[tuple[str, int]]]:
+        """Event-log readings handed to the intake (``services.observer.event_log``) before the
+        webhook channels are reduced, so the events they found count in this observation; and
+        the wakes of the other operations those events named (sent after the commit)."""
+        logs = {c.name: c for c in contract.channels if verifier_of(c) is EVENT_LOG}
+        if not logs:
+            return readings, []
+        kept: list[Reading] = []
+        woken: list[tuple[str, int]] = []
+        for reading in readings:
+            channel = logs.get(reading.channel)
+            if channel is None:
+                kept.append(reading)
+                continue
+            done = ingest_log(
+                session,
+                op,
+                provider=channel.provider_of(contract),
+                reading=reading,
+                now=self.clock(),
+            )
+            woken.extend(done.wakes)
+            kept.append(done.reading)
+        return kept, woken
 
     def _start_observing(self, session: Any, op: Operation) -> None:
         for _ in range(3):

@@ -14,7 +14,9 @@ other stored one.
 The channel's own observation is what the read found, never the events themselves:
 ``{"count": events listed, "new": events the record did not hold, "malformed": events the
 shape could not read}``. An event the shape cannot read is counted and left out (a delivery
-like it would have been refused).
+like it would have been refused). An event the record holds already is not handed to the
+intake again: every poll lists the same events, and a re-read is not a repeat delivery (the
+duplicate counter counts deliveries).
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import datetime
+from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from shared.core.contract import canonical_json
 from shared.core.types import ObservationStatus
-from shared.db.models import Operation
+from shared.db.models import Event, Operation
 from shared.evidence.readings import Reading, digest_of
 from shared.intake.contracts import event_shape_for, fingerprint_key_names
 from shared.intake.ingest import ingest_event
@@ -54,12 +58,15 @@ def ingest_log(
     if reading.status is not ObservationStatus.OK or not isinstance(reading.value, dict):
         return LogIngest(reading, [])
     events = reading.value.get("data") or []
+    held = _stored_ids(session, op.workspace_id, provider, events)
     shape = event_shape_for(provider, provider)
     extra = fingerprint_key_names(provider)
     verified = VerifiedDelivery(scheme="event_log", secret_index=-1)
     new = malformed = 0
     wakes: list[tuple[str, int]] = []
     for body in events:
+        if body.get("id") in held:
+            continue  # stored already (delivered, or read before): its duplicates stay as they are
         raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
         try:
             event = parse_event(
@@ -85,3 +92,21 @@ def ingest_log(
         reading, value=summary, raw=raw_summary, digest=digest_of(raw_summary)
     )
     return LogIngest(stored, wakes)
+
+
+def _stored_ids(
+    session: Session, workspace_id: str, provider: str, events: list[dict[str, Any]]
+) -> set[str]:
+    """The ids of ``events`` the record holds already: a log read again at every poll lists
+    them again, and is not a repeat delivery (it leaves the duplicate counter alone)."""
+    ids = [e["id"] for e in events if isinstance(e.get("id"), str)]
+    if not ids:
+        return set()
+    found = session.execute(
+        select(Event.event_id).where(
+            Event.workspace_id == workspace_id,
+            Event.provider == provider,
+            Event.event_id.in_(ids),
+        )
+    ).scalars()
+    return set(found)

@@ -29,7 +29,7 @@ from shared.trust.registry import SHIPPED_CONTRACTS_DIR, SHIPPED_KEYS_DIR, load_
 from shared.trust.skills import load_trusted_keys
 from tests.unit.contracts.helpers import REPO_ROOT
 
-VERSIONS = ("1.0.0", "1.1.0", "1.2.0")
+VERSIONS = ("1.0.0", "1.1.0", "1.2.0", "1.3.0")
 SEED_PAGE = REPO_ROOT.parent / "shared" / "seeds" / "000_2965d0570c4e3818.txt"
 PROSE_COLUMNS = {"Meaning", "Description", "Reason"}
 

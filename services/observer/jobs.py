@@ -45,6 +45,7 @@ class HttpJob:
     max_pages: int | None = None  # a paged list (``paginate``): read every page, at most this
     refused: str | None = None  # why the readback is not sent (an undeclared query)
     keep: frozenset[tuple[str, ...]] | None = None  # the paths a reading keeps; None: all
+    events: bool = False  # a provider's event list: its events go to the intake
 
 
 def http_job(
@@ -105,7 +106,7 @@ def event_log_job(
     log = channel.event_log
     provider = channel.provider_of(contract)
     if log is None:
-        return HttpJob(channel.name, None, provider)
+        return HttpJob(channel.name, None, provider, events=True)
     since = fill_query({"created[gte]": "$operation.created_at"}, context)
     sent: dict[str, str | int] = {"created[gte]": "", "types[]": "", "limit": 100}
     undeclared = (
@@ -121,4 +122,5 @@ def event_log_job(
         query=None if since is None else f"{since}&{types}&limit=100",
         max_pages=log.max_pages,
         refused=f"query_not_declared: {'; '.join(undeclared)}" if undeclared else None,
+        events=True,
     )

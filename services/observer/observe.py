@@ -171,6 +171,8 @@ class Observer:
                     if wait > 0:
                         self.sleep(wait)
                 readings.append(kept_reading(job, self._read(job, job.path, job.query, readback)))
+        if any(job.events for job in jobs):
+            readings = self._ingest_logs(operation_id, readings)
         try:
             outcome = self._store(operation_id, fence, readings)
         except IntegrityError:
@@ -335,7 +337,6 @@ class Observer:
                 op.attempts -= 1  # the facts as they were before this observation counted
             contract = cached_contract_for(session, op)
             context = build_context(contract, facts_for(op))
-            readings, woken = self._ingest_logs(session, op, contract=contract, readings=readings)
             for channel in contract.channels:
                 if verifier_of(channel).reduces_events:
                     readings.append(
@@ -363,36 +364,43 @@ class Observer:
             _record_metrics(
                 readings, contract_channels={c.name: c.verifier for c in contract.channels}
             )
-        if woken:  # other operations the event log's new events named
-            self.send_observe_now(sorted(set(woken)))
         return ObserveOutcome.OBSERVED
 
-    def _ingest_logs(
-        self, session: Session, op: Any, *, contract: Any, readings: list[Reading]
-    ) -> tuple[list[Reading], list[tuple[str, int]]]:
-        """Event-log readings handed to the intake (``services.observer.event_log``) before the
-        webhook channels are reduced, so the events they found count in this observation; and
-        the wakes of the other operations those events named (sent after the commit)."""
-        logs = {c.name: c for c in contract.channels if verifier_of(c) is EVENT_LOG}
-        if not logs:
-            return readings, []
-        kept: list[Reading] = []
+    def _ingest_logs(self, operation_id: str, readings: list[Reading]) -> list[Reading]:
+        """Event-log readings handed to the intake (``services.observer.event_log``) in a
+        transaction of their own, committed before the observations are stored: the webhook
+        channels reduced then count their events, and the intake's shared evidence locks are
+        taken before any row lock, in the order a decision takes them (``shared.evidence.locks``).
+        The other operations the new events named are woken after the commit."""
         woken: list[tuple[str, int]] = []
-        for reading in readings:
-            channel = logs.get(reading.channel)
-            if channel is None:
-                kept.append(reading)
-                continue
-            done = ingest_log(
-                session,
-                op,
-                provider=channel.provider_of(contract),
-                reading=reading,
-                now=self.clock(),
-            )
-            woken.extend(done.wakes)
-            kept.append(done.reading)
-        return kept, woken
+        with session_scope(self.engine) as session:
+            op = session.get(Operation, operation_id)
+            if op is None:
+                return readings
+            contract = cached_contract_for(session, op)
+            logs = {c.name: c for c in contract.channels if verifier_of(c) is EVENT_LOG}
+            kept = [self._ingested(session, op, contract, logs, r, woken) for r in readings]
+        if woken:
+            self.send_observe_now(sorted(set(woken)))
+        return kept
+
+    def _ingested(
+        self,
+        session: Session,
+        op: Operation,
+        contract: Any,
+        logs: dict[str, Any],
+        reading: Reading,
+        woken: list[tuple[str, int]],
+    ) -> Reading:
+        channel = logs.get(reading.channel)
+        if channel is None:
+            return reading
+        done = ingest_log(
+            session, op, provider=channel.provider_of(contract), reading=reading, now=self.clock()
+        )
+        woken.extend(done.wakes)
+        return done.reading
 
     def _start_observing(self, session: Any, op: Operation) -> None:
         for _ in range(3):

@@ -2,9 +2,10 @@
 the intake as deliveries are.
 
 The observer reads the provider's event list like a paged readback (``jobs.event_log_job``,
-``http_verifier.read_http_list``: the connection's key, the rate limit, every page). Here, in
-the transaction that stores the operation's observations and before its webhook channels are
-reduced, each listed event is parsed by the provider's event shape and goes through
+``http_verifier.read_http_list``: the connection's key, the rate limit, every page). Here, in a
+transaction of its own that commits before the operation's observations are stored and its
+webhook channels reduced (the intake's evidence locks before any row lock, as a decision takes
+them), each listed event is parsed by the provider's event shape and goes through
 :func:`shared.intake.ingest.ingest_event`: stored once per (workspace, provider, event id) —
 an event that was delivered too, before or after, is the same row and only its duplicate
 counter moves — correlated, and its ignored and escaped copies recorded as for a delivery. So

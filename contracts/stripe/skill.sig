@@ -1,5 +1,5 @@
 {
   "algorithm": "ed25519",
-  "key_id": "7fa4442cf88d4e16",
-  "signature": "Xcw1QojPaU7K4VM6GKJKiNl6mG0Wy2DFGkjwsbDcj28uzpaeRaDkBAdzjdanIdprq3g++0yPLMCHD9xk9gfhCA=="
+  "key_id": "1b2cd676cbc910c8",
+  "signature": "iAC0XjIDUVMqEDM/ebjFJOP/rAkO9+x35XRRLe0Wlh3CRiBd7lNXn29rwsy1vEm1BYMuxoXe9jWBmX8bWovEDw=="
 }

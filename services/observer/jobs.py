@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from shared.core.contract import Channel, Contract, canonical_json
 from shared.core.expressions import EvaluationContext
@@ -26,7 +27,7 @@ from shared.core.types import ObservationStatus
 from shared.evidence.readings import Reading, digest_of
 from shared.trust.registry import get_registry
 
-__all__ = ["HttpJob", "declared_readback", "http_job", "kept_reading"]
+__all__ = ["HttpJob", "declared_readback", "event_log_job", "http_job", "kept_reading"]
 
 
 def declared_readback(channel: Channel, contract: Contract) -> ReadbackSpec | None:
@@ -44,6 +45,7 @@ class HttpJob:
     max_pages: int | None = None  # a paged list (``paginate``): read every page, at most this
     refused: str | None = None  # why the readback is not sent (an undeclared query)
     keep: frozenset[tuple[str, ...]] | None = None  # the paths a reading keeps; None: all
+    events: bool = False  # a provider's event list: its events go to the intake
 
 
 def http_job(
@@ -86,3 +88,39 @@ def kept_reading(job: HttpJob, reading: Reading) -> Reading:
     value = keep_read(reading.value, job.keep)
     raw = canonical_json(value)
     return dataclasses.replace(reading, value=value, raw=raw, digest=digest_of(raw))
+
+
+def event_log_job(
+    channel: Channel,
+    contract: Contract,
+    context: EvaluationContext,
+    *,
+    readback: ReadbackSpec | None = None,
+) -> HttpJob:
+    """What an event-log channel reads for this operation: the provider's events of the
+    channel's types created since the second the operation began (``created[gte]``, rounded
+    down: the same second may hold events made just before it, which the event channels'
+    reductions leave out), 100 a page, every page.
+
+    The query is checked against the skill's declaration like a readback's."""
+    log = channel.event_log
+    provider = channel.provider_of(contract)
+    if log is None:
+        return HttpJob(channel.name, None, provider, events=True)
+    since = fill_query({"created[gte]": "$operation.created_at"}, context)
+    sent: dict[str, str | int] = {"created[gte]": "", "types[]": "", "limit": 100}
+    undeclared = (
+        undeclared_query(log.path, sent, paths=readback.paths, declared=readback.query)
+        if readback is not None and readback.paths is not None
+        else []
+    )
+    types = "&".join(f"{quote('types[]', safe='')}={quote(t, safe='')}" for t in log.event_types)
+    return HttpJob(
+        channel.name,
+        log.path,
+        provider,
+        query=None if since is None else f"{since}&{types}&limit=100",
+        max_pages=log.max_pages,
+        refused=f"query_not_declared: {'; '.join(undeclared)}" if undeclared else None,
+        events=True,
+    )

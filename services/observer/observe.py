@@ -44,8 +44,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from services.observer.connections import Readback, readback_of
+from services.observer.event_log import ingest_log
 from services.observer.http_verifier import read_http, read_http_list
-from services.observer.jobs import HttpJob, declared_readback, http_job, kept_reading
+from services.observer.jobs import (
+    HttpJob,
+    declared_readback,
+    event_log_job,
+    http_job,
+    kept_reading,
+)
 from services.observer.statements import (
     COUNT_ATTEMPT,
     EXISTS,
@@ -58,6 +65,9 @@ from services.observer.statements import (
 from shared.core.context import build_context
 from shared.core.kept import read_paths
 from shared.core.types import ObservationStatus, OperationState
+from shared.core.verifiers import verifier_of
+from shared.core.verifiers.event_log import EVENT_LOG
+from shared.core.verifiers.http import HTTP
 from shared.db.models import Operation
 from shared.db.session import get_engine, read_connection, session_scope
 from shared.evidence.backwards import mark_backwards
@@ -72,6 +82,7 @@ from shared.lifecycle.scheduling import (
     SLOT_TOLERANCE,
     claim_reading,
     counts_as_slot,
+    dispatch_observe_now,
 )
 from shared.runtime.logs import bind_operation
 from shared.runtime.ratelimit import RateLimiter, bucket_for
@@ -122,6 +133,7 @@ class Observer:
     sleep: Callable[[float], object] = field(default=lambda s: threading.Event().wait(s))
     send_evaluate: Callable[[str], None] = _send_evaluate
     resend_observe: Callable[[str, int, float], None] = _resend_observe
+    send_observe_now: Callable[[Sequence[tuple[str, int]]], object] = dispatch_observe_now
     _readers: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
     _readers_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -159,6 +171,8 @@ class Observer:
                     if wait > 0:
                         self.sleep(wait)
                 readings.append(kept_reading(job, self._read(job, job.path, job.query, readback)))
+        if any(job.events for job in jobs):
+            readings = self._ingest_logs(operation_id, readings)
         try:
             outcome = self._store(operation_id, fence, readings)
         except IntegrityError:
@@ -284,8 +298,12 @@ class Observer:
                 readback=declared_readback(channel, contract),
                 keep=kept.get(channel.name, frozenset()) if kept is not None else None,
             )
+            if verifier_of(channel) is HTTP
+            else event_log_job(
+                channel, contract, context, readback=declared_readback(channel, contract)
+            )
             for channel in contract.channels
-            if channel.verifier == "http"
+            if verifier_of(channel).polled
         ]
         # Each channel reads through the connection of its own provider (a contract may
         # read the user's app over http and a payment provider's events at once).
@@ -320,7 +338,7 @@ class Observer:
             contract = cached_contract_for(session, op)
             context = build_context(contract, facts_for(op))
             for channel in contract.channels:
-                if channel.verifier == "webhook":
+                if verifier_of(channel).reduces_events:
                     readings.append(
                         read_webhook(
                             session,
@@ -347,6 +365,42 @@ class Observer:
                 readings, contract_channels={c.name: c.verifier for c in contract.channels}
             )
         return ObserveOutcome.OBSERVED
+
+    def _ingest_logs(self, operation_id: str, readings: list[Reading]) -> list[Reading]:
+        """Event-log readings handed to the intake (``services.observer.event_log``) in a
+        transaction of their own, committed before the observations are stored: the webhook
+        channels reduced then count their events, and the intake's shared evidence locks are
+        taken before any row lock, in the order a decision takes them (``shared.evidence.locks``).
+        The other operations the new events named are woken after the commit."""
+        woken: list[tuple[str, int]] = []
+        with session_scope(self.engine) as session:
+            op = session.get(Operation, operation_id)
+            if op is None:
+                return readings
+            contract = cached_contract_for(session, op)
+            logs = {c.name: c for c in contract.channels if verifier_of(c) is EVENT_LOG}
+            kept = [self._ingested(session, op, contract, logs, r, woken) for r in readings]
+        if woken:
+            self.send_observe_now(sorted(set(woken)))
+        return kept
+
+    def _ingested(
+        self,
+        session: Session,
+        op: Operation,
+        contract: Any,
+        logs: dict[str, Any],
+        reading: Reading,
+        woken: list[tuple[str, int]],
+    ) -> Reading:
+        channel = logs.get(reading.channel)
+        if channel is None:
+            return reading
+        done = ingest_log(
+            session, op, provider=channel.provider_of(contract), reading=reading, now=self.clock()
+        )
+        woken.extend(done.wakes)
+        return done.reading
 
     def _start_observing(self, session: Any, op: Operation) -> None:
         for _ in range(3):

@@ -15,6 +15,7 @@ Modules:
 - ``context``       an operation's correlation keys and evaluation context
 - ``engine``        ``decide`` (the verdict engine), ``state_after`` and ``deadline_of``
 - ``reasons``       the reasons of an open decision and the sentences that explain them
+- ``verifiers``     the verifier port: each verifier's traits and the registry (a package)
 - ``events``        the webhook channel's reduction of stored provider events
 - ``ignored``       why a stored event counts for nothing in an operation, said in a sentence
 - ``schedule``      the wait before each observation, and jitter

@@ -11,7 +11,14 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from shared.core.contract import Channel, CompletionCondition, Contract, HttpVerifier, MatchRule
+from shared.core.contract import (
+    Channel,
+    CompletionCondition,
+    Contract,
+    EventLogVerifier,
+    HttpVerifier,
+    MatchRule,
+)
 
 __all__ = [
     "EVIDENCE_HEADER",
@@ -19,6 +26,7 @@ __all__ = [
     "backoff",
     "code",
     "constraint",
+    "event_log_params",
     "evidence_rows",
     "evidence_table",
     "expected",
@@ -128,6 +136,16 @@ def readback_params(http: HttpVerifier) -> str:
             f"at most {http.paginate.max_pages} pages, more is an error)"
         )
     return text
+
+
+def event_log_params(log: EventLogVerifier) -> str:
+    """An event-log channel's reads: the list, its bound, its types and its paging."""
+    types = ", ".join(code(t) for t in log.event_types)
+    return (
+        f"{code('GET ' + log.path)}, events {types} created since the operation's second "
+        f"({code('created[gte]')}), every page (at most {log.max_pages}); each event stored "
+        "once by its id, as a delivery would be"
+    )
 
 
 def webhook_params(ch: Channel) -> str:

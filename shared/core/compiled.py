@@ -23,6 +23,7 @@ from shared.core.expressions import (
 )
 from shared.core.operators import operator_function
 from shared.core.types import Verdict
+from shared.core.verifiers import verifier_of
 
 __all__ = [
     "NOT_LITERAL",
@@ -197,7 +198,7 @@ class CompiledContract:
                     if ch.freshness_ms is not None
                     else timing.stale_read_window_ms
                 ),
-                ch.verifier == "webhook",
+                verifier_of(ch).reduces_events,
             )
             for ch in contract.channels
         )

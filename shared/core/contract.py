@@ -26,6 +26,9 @@ from pydantic import (
     model_serializer,
 )
 
+from shared.core import ChannelError
+from shared.core.verifiers import verifier_named
+
 __all__ = [
     "Backoff",
     "Channel",
@@ -33,6 +36,7 @@ __all__ = [
     "Contract",
     "CorrelationKey",
     "CorrelationStrategy",
+    "EventLogVerifier",
     "EvidenceRequirements",
     "HttpVerifier",
     "InputField",
@@ -185,6 +189,15 @@ class WebhookVerifier(_Model):
     include_before_operation: StrictBool = False
 
 
+class EventLogVerifier(_Model):
+    """The provider's event log: the list to read (a Stripe-style list, every page, at most
+    ``max_pages``) and the event types to ask it for (``types[]``)."""
+
+    path: StrictStr = Field(min_length=1)
+    event_types: tuple[StrictStr, ...] = Field(min_length=1)
+    max_pages: StrictInt = Field(default=10, ge=1, le=100)
+
+
 class Stages(_Model):
     """A lifecycle the provider moves a field through, earliest stage first: a reading whose
     ``field`` (a dotted path in the reading) is in an earlier stage than an earlier reading of
@@ -225,7 +238,7 @@ class Channel(_Model):
     name: StrictStr
     level: Level
     independence: StrictStr
-    verifier: Literal["http", "webhook"]
+    verifier: StrictStr
     description: StrictStr
     provider: StrictStr | None = None
     typical_latency_ms: StrictInt | None = None
@@ -233,7 +246,17 @@ class Channel(_Model):
     freshness_ms: StrictInt | None = None
     http: HttpVerifier | None = None
     webhook: WebhookVerifier | None = None
+    event_log: EventLogVerifier | None = None
     monotone: Monotone | None = None
+
+    @field_validator("verifier")
+    @classmethod
+    def _known_verifier(cls, value: str) -> str:
+        try:
+            verifier_named(value)
+        except ChannelError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
     @model_serializer(mode="wrap")
     def _omit_default_provider(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -242,8 +265,9 @@ class Channel(_Model):
         data: dict[str, Any] = handler(self)
         if data.get("provider") is None:
             data.pop("provider", None)
-        if data.get("monotone") is None:
-            data.pop("monotone", None)
+        for key in ("monotone", "event_log"):
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
     def provider_of(self, contract: Contract) -> str:

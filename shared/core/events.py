@@ -54,6 +54,7 @@ from shared.core.expressions import compile_expression as _compile
 from shared.core.ignored import event_api_version
 from shared.core.operators import evaluate
 from shared.core.types import EventRecord
+from shared.core.verifiers import verifier_of
 
 __all__ = ["reduce_events"]
 
@@ -88,7 +89,7 @@ def reduce_events(
     channel has no webhook verifier.
     """
     verifier = channel.webhook
-    if channel.verifier != "webhook" or verifier is None:
+    if not verifier_of(channel).reduces_events or verifier is None:
         raise ChannelError(f"channel {channel.name!r} is not a webhook channel")
     types = frozenset(verifier.event_types)
     rules = _compile_rules(verifier.match)

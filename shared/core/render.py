@@ -18,6 +18,7 @@ from shared.core.cells import (
     backoff,
     code,
     constraint,
+    event_log_params,
     evidence_rows,
     expected,
     format_duration_ms,
@@ -30,7 +31,7 @@ from shared.core.cells import (
     readback_params,
     webhook_params,
 )
-from shared.core.contract import Contract, contract_hash
+from shared.core.contract import Channel, Contract, contract_hash
 from shared.core.document import (
     Block,
     Bullets,
@@ -193,8 +194,7 @@ def _evidence(c: Contract) -> list[Block]:
     reads = tuple(
         (
             code(ch.name),
-            (f"provider {code(ch.provider)}: " if ch.provider is not None else "")
-            + (readback_params(ch.http) if ch.http is not None else webhook_params(ch)),
+            (f"provider {code(ch.provider)}: " if ch.provider is not None else "") + _reads(ch),
             ms_or_dash(ch.typical_latency_ms),
             ms_or_dash(ch.worst_case_ms),
             ms_or_dash(ch.freshness_ms),
@@ -386,3 +386,12 @@ def _timeout_answer(c: Contract) -> str:
     if t.on_timeout.escalate == "human_review":
         text += " A person then reviews it (state HUMAN_REVIEW) and records the outcome."
     return text
+
+
+def _reads(ch: Channel) -> str:
+    """What a channel reads, from its parameter block."""
+    if ch.http is not None:
+        return readback_params(ch.http)
+    if ch.event_log is not None:
+        return event_log_params(ch.event_log)
+    return webhook_params(ch)

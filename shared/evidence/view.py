@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from shared.core.contract import Contract
 from shared.core.expressions import EvaluationContext
+from shared.core.verifiers import verifier_of
 from shared.db.models import Observation, Operation
 from shared.evidence.locks import lock_evidence
 from shared.evidence.webhooks import evidence_keys, read_webhook
@@ -59,7 +60,7 @@ def refresh_webhook_readings(
     newest = {row.channel: row for row in latest}
     rows: list[dict[str, Any]] = []
     for channel in contract.channels:
-        if channel.verifier != "webhook":
+        if not verifier_of(channel).reduces_events:
             continue
         reading = read_webhook(
             session, op, contract=contract, channel=channel, context=context, clock=clock

@@ -25,6 +25,7 @@ from shared.core.contract import Channel, Contract, WebhookVerifier, canonical_j
 from shared.core.events import reduce_events
 from shared.core.expressions import EvaluationContext, resolve
 from shared.core.types import EventRecord, ObservationStatus
+from shared.core.verifiers import verifier_of
 from shared.db.models import Event, EventKey, Operation, OperationEvent
 from shared.evidence.readings import Reading, digest_of
 
@@ -74,7 +75,7 @@ def evidence_keys(
     what a decision locks (``shared.evidence.locks``) and what a watch indexes."""
     found: dict[str, tuple[set[str], set[str]]] = {}
     for channel in contract.channels:
-        if channel.verifier != "webhook" or channel.webhook is None:
+        if not verifier_of(channel).reduces_events or channel.webhook is None:
             continue
         values, types = found.setdefault(channel.provider_of(contract), (set(), set()))
         values.update(v for v in channel_key_values(op, channel.webhook, context) if len(v) <= 255)

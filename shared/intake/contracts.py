@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from shared.core.contract import Contract
 from shared.core.skill import EventShape
+from shared.core.verifiers import verifier_of
 from shared.db.models import Operation
 
 __all__ = [
@@ -90,7 +91,7 @@ def event_providers(contract: Contract) -> frozenset[str]:
     the provider each webhook channel names (an app contract may read Stripe's events)."""
     return frozenset(
         {contract.skill.provider}
-        | {ch.provider_of(contract) for ch in contract.channels if ch.verifier == "webhook"}
+        | {ch.provider_of(contract) for ch in contract.channels if verifier_of(ch).brings_events}
     )
 
 

@@ -33,6 +33,7 @@ from shared.core.receipt import (
     signing_payload,
 )
 from shared.core.types import OperationState, Verdict
+from shared.core.verifiers import verifier_of
 from shared.lifecycle.receipt_evidence import (
     as_utc,
     receipt_conditions,
@@ -166,7 +167,7 @@ def issue_receipt(
     active = None if read[0].key_id is None else (read[0].key_id, bool(read[0].has_private))
     contract = contract_for(session, operation)
     decision: Mapping[str, Any] = operation.decision or {}
-    webhook = {c.name for c in contract.channels if c.verifier == "webhook"}
+    webhook = {c.name for c in contract.channels if verifier_of(c).reduces_events}
     evidence = receipt_evidence(session, operation, decision, webhook, latest)
     decided_at = as_utc(operation.decided_at or now)
     observed = [e.observed_at for e in evidence if e.observed_at is not None]

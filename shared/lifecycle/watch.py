@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 from shared.core.contract import Contract
 from shared.core.retry import retry_guidance
 from shared.core.types import Decision, OperationState, Verdict
+from shared.core.verifiers import verifier_of
 from shared.db.models import Operation, WatchKey
 from shared.db.sql import one_of
 
@@ -65,7 +66,7 @@ def watch_until(contract: Contract, verified_at: datetime) -> datetime:
     worst = [
         c.worst_case_ms
         for c in contract.channels
-        if c.verifier == "webhook" and c.worst_case_ms is not None
+        if verifier_of(c).reduces_events and c.worst_case_ms is not None
     ]
     span = max(worst) if worst else contract.timing.timeout_ms
     return verified_at + timedelta(milliseconds=span)

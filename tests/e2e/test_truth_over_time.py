@@ -14,10 +14,13 @@ from typing import Any
 import pytest
 
 from services.cli.demo.scenarios.workspace import Workspace, open_workspace
+from shared.trust.registry import get_registry
 from tests.e2e.launcher import DistributedSystem
 from tests.e2e.worlds import World, contradicting_refund_created
 
 pytestmark = pytest.mark.e2e
+
+NEWEST = get_registry().versions("stripe.refund.succeeded")[-1]
 
 CONCURRENCY = 12
 
@@ -237,7 +240,7 @@ def test_a_refund_that_fails_after_success_while_the_provider_is_down_is_superse
             )
             for op in verified:
                 assert op["state"] == "VERIFIED", op
-            assert verified[-1]["contract"]["version"] == "1.2.0"
+            assert verified[-1]["contract"]["version"] == NEWEST
             await worlds[0].control("outage", {"seconds": 10})
             started = time.monotonic()
             for world in [*worlds, newest]:

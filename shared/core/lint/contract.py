@@ -37,10 +37,14 @@ from shared.core.contract import Channel, Contract, MatchRule, WebhookVerifier
 from shared.core.lint.findings import LintError
 from shared.core.lint.operands import ExpressionLinter, is_event_expr
 from shared.core.patterns import PatternError, compile_pattern
+from shared.core.verifiers import registered, verifier_named, verifier_of
 
 __all__ = ["RESERVED_REASONS", "lint_contract"]
 
-_CHANNEL_LEVEL = {"http": "E2", "webhook": "E3"}
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiouh" else "a"
+
 
 RESERVED_REASONS = frozenset(
     {
@@ -172,7 +176,7 @@ class _ContractLinter(ExpressionLinter):
         for i, ch in enumerate(self.c.channels):
             where = f"channels[{i}]"
             self._channel(where, ch)
-            self._channel_parameters(where, ch)
+            self._params(where, ch)
             self._monotone(where, ch)
 
     def _channel(self, where: str, ch: Channel) -> None:
@@ -184,11 +188,12 @@ class _ContractLinter(ExpressionLinter):
                 f"{where}.provider",
                 "a provider id is lower-case letters, digits and _ (as a skill names it)",
             )
-        want = _CHANNEL_LEVEL[ch.verifier]
-        if ch.level != want:
+        verifier = verifier_of(ch)
+        if ch.level != verifier.level:
             self.err(
                 f"{where}.level",
-                f"an {ch.verifier} channel observes at {want}, not {ch.level}",
+                f"{_article(verifier.name)} {verifier.name} channel observes at "
+                f"{verifier.level}, not {ch.level}",
             )
         if not ch.description.strip():
             self.err(f"{where}.description", "describe what the channel reads")
@@ -204,24 +209,6 @@ class _ContractLinter(ExpressionLinter):
             and ch.worst_case_ms < ch.typical_latency_ms
         ):
             self.err(f"{where}.worst_case_ms", "is shorter than the typical latency")
-
-    def _channel_parameters(self, where: str, ch: Channel) -> None:
-        """The parameters of the channel's verifier, and none of another's."""
-        if ch.verifier == "http":
-            if ch.http is None:
-                self.err(f"{where}.http", "an http channel needs its http parameters")
-            else:
-                self._http_path(f"{where}.http.path", ch.http.path)
-                self._http_query(f"{where}.http", ch.http)
-            if ch.webhook is not None:
-                self.err(f"{where}.webhook", "an http channel takes no webhook parameters")
-        else:
-            if ch.webhook is None:
-                self.err(f"{where}.webhook", "a webhook channel needs its webhook parameters")
-            else:
-                self._webhook(f"{where}.webhook", ch.webhook)
-            if ch.http is not None:
-                self.err(f"{where}.http", "a webhook channel takes no http parameters")
 
     def _webhook(self, where: str, webhook: WebhookVerifier) -> None:
         for _, dup in _duplicates(list(webhook.event_types)):
@@ -341,12 +328,37 @@ class _ContractLinter(ExpressionLinter):
                 self.err(where, f"id {ident} is used twice (conditions and rules share ids)")
             seen.add(ident)
 
+    def _params(self, where: str, ch: Channel) -> None:
+        """A channel carries its verifier's parameter block and no other verifier's."""
+        verifier = verifier_of(ch)
+        article = _article(verifier.name)
+        if getattr(ch, verifier.params, None) is None:
+            self.err(
+                f"{where}.{verifier.params}",
+                f"{article} {verifier.name} channel needs its {verifier.params} parameters",
+            )
+        for name in registered():
+            other = verifier_named(name).params
+            if other != verifier.params and getattr(ch, other, None) is not None:
+                self.err(
+                    f"{where}.{other}",
+                    f"{article} {verifier.name} channel takes no {other} parameters",
+                )
+        if ch.http is not None:
+            self._http_path(f"{where}.http.path", ch.http.path)
+            self._http_query(f"{where}.http", ch.http)
+        if ch.webhook is not None:
+            self._webhook(f"{where}.webhook", ch.webhook)
+        if ch.event_log is not None:
+            for _, dup in _duplicates(list(ch.event_log.event_types)):
+                self.err(f"{where}.event_log.event_types", f"{dup} is listed twice")
+
     def _monotone(self, where: str, ch: Channel) -> None:
         """``monotone`` judges readbacks only; each part must be able to say something."""
         rule = ch.monotone
         if rule is None:
             return
-        if ch.verifier != "http":
+        if not verifier_of(ch).monotone:
             self.err(
                 f"{where}.monotone",
                 "only a readback can go backwards; event channels are ordered by provider time",
@@ -380,7 +392,7 @@ class _ContractLinter(ExpressionLinter):
             )
         channel = next(iter(_observed_channels(path)), None)
         found = self.channels.get(channel) if channel is not None else None
-        if found is None or found.verifier != "webhook":
+        if found is None or not verifier_of(found).signed:
             self.err(
                 f"{where}.supersedes_verified",
                 "only a rule whose path reads a webhook channel (signed provider events) may "

@@ -31,6 +31,7 @@ from shared.lifecycle.receipts import (
     receipt_document_for,
 )
 from shared.runtime.settings import Settings, get_settings
+from shared.trust.registry import get_registry
 from tests.integration.receipts.conftest import T0, RefundFlow
 
 pytestmark = pytest.mark.integration
@@ -62,7 +63,7 @@ def test_final_verdict_has_exactly_one_current_signed_receipt(flow: RefundFlow) 
         assert body["safe_to_claim_complete"] is True
         assert body["contract"] == {
             "id": "stripe.refund.succeeded",
-            "version": "1.2.0",  # new operations take the newest
+            "version": get_registry().versions("stripe.refund.succeeded")[-1],  # the newest
             "hash": op.contract_hash,
             "completion_level": "succeeded",
         }

@@ -29,7 +29,7 @@ from shared.core.render import render_page
 from shared.trust.registry import SHIPPED_CONTRACTS_DIR, SHIPPED_KEYS_DIR, load_registry
 from shared.trust.skills import load_trusted_keys
 
-VERSIONS = ("1.0.0", "1.1.0", "1.2.0")
+VERSIONS = ("1.0.0", "1.1.0", "1.2.0", "1.3.0")
 SEED_PAGE = Path(__file__).parent / "fixtures" / "stripe.refund.succeeded-1.0.0.page.md"
 PROSE_COLUMNS = {"Meaning", "Description", "Reason"}
 

@@ -16,6 +16,7 @@ from services.cli.demo.scenarios.refund_contract import (
 from services.cli.demo.scenarios.scenario import Expected, Outcome, explain
 from shared.runtime.settings import Settings
 from shared.trust.registry import RegistryError, load_registry
+from tests.unit.contracts.helpers import shipped_versions
 
 
 def test_every_trap_of_the_issue_has_a_scenario() -> None:
@@ -53,11 +54,11 @@ def test_short_timing_contract_is_signed_and_loads_beside_the_shipped_one(
     )
     registry = load_registry(settings=settings)
     # The demo pins 1.1.0 and a short copy of 1.0.0; the shipped versions load beside them.
+    shipped = shipped_versions("stripe.refund.succeeded")
     assert registry.versions("stripe.refund.succeeded") == [
-        "1.0.0",
+        shipped[0],
         SHORT_VERSION,
-        "1.1.0",
-        "1.2.0",
+        *shipped[1:],
     ]
     assert STANDARD_VERSION == "1.1.0"
     short = registry.entry("stripe.refund.succeeded", SHORT_VERSION)

@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._pipeline.workers import Workers  # noqa: E402
+from bench._results import emit  # noqa: E402
 from bench._wake.bare import CORRELATE, EVALUATE, OBSERVE, SCHEMA  # noqa: E402
 from services.cli.demo.scenarios.workspace import Workspace, open_workspace  # noqa: E402
 from tests.e2e.launcher import DistributedSystem, free_port, running_system  # noqa: E402
@@ -218,6 +219,14 @@ def main() -> None:
         f"| {datetime.now(UTC):%Y-%m-%d %H:%M} | {platform.machine()}, {os.cpu_count()} CPUs, "
         f"load {load:.1f} | {args.ops} | {b50:.0f} / {b99:.0f} | {p50:.0f} / {p99:.0f} "
         f"| {p50 / b50:.2f}x / {p99 / b99:.2f}x |"
+    )
+    emit(
+        "Wake",
+        figure=f"callback -> VERIFIED p50 {p50:.0f} ms, p99 {p99:.0f} ms",
+        floor=f"bare chain p50 {b50:.0f} ms, p99 {b99:.0f} ms",
+        ratio=f"{p99 / b99:.2f}x (p99)",
+        target="p99 <= 100 ms and <= 2x",
+        met=p99 <= 100 and p99 <= 2 * b99,
     )
 
 

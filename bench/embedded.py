@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._results import emit  # noqa: E402
 from bench.doc_rows import add_row  # noqa: E402
 from shared.runtime.celery_app import EMBEDDED_POLLING_INTERVAL_S  # noqa: E402
 from tests.e2e.burst import (  # noqa: E402
@@ -93,6 +94,7 @@ def main() -> None:
     if args.operations < 1 or args.runs < 1:
         parser.error("--operations and --runs must be at least 1")
     rows = []
+    shaped: list[tuple[str, Burst]] = []
     for run in range(1, args.runs + 1):
         shapes = ["embedded", "distributed"] if args.shape == "both" else [args.shape]
         for shape in shapes:
@@ -104,6 +106,16 @@ def main() -> None:
             load = f"{before:.1f} to {os.getloadavg()[0]:.1f}"
             print(f"run {run}, {shape}: {burst.describe()}", flush=True)
             rows.append(_row(shape, burst, load))
+            shaped.append((shape, burst))
+    bursts = [burst for _, burst in shaped]
+    verified = sum(burst.verified for burst in bursts)
+    emit(
+        "Embedded",
+        figure=f"{verified} of {args.operations * len(bursts)} VERIFIED ({args.shape}); "
+        + ", ".join(f"{shape} p99 {burst.percentile(0.99):.1f} s" for shape, burst in shaped),
+        target="every operation VERIFIED",
+        met=verified == args.operations * len(bursts),
+    )
     print(HEADER)
     for row in rows:
         print(row)

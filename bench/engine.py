@@ -27,6 +27,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._results import emit  # noqa: E402
 from bench.doc_rows import add_row  # noqa: E402
 from shared.core.context import build_context  # noqa: E402
 from shared.core.contract import Contract  # noqa: E402
@@ -184,6 +185,12 @@ def main() -> int:
     print(
         f"engine: {rate:,.0f} decisions/s on one core (per CPU-second; {wall:,.0f}/s wall "
         f"clock, load {os.getloadavg()[0]:.1f}); target {TARGET:,}; mix {dict(verdicts)}"
+    )
+    emit(
+        "Engine",
+        figure=f"{rate:,.0f} decisions per CPU-second",
+        target=f">= {TARGET:,}",
+        met=rate >= TARGET,
     )
     if args.write:
         write_section(rate, wall)

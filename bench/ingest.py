@@ -79,6 +79,7 @@ from bench._ingest.rows import (  # noqa: E402
 from bench._ingest.scratch import create_database, drop_database, seed, vacuum  # noqa: E402
 from bench._ingest.servers import free_port, start_server, uvicorn_argv  # noqa: E402
 from bench._ingest.wrk import LUA, WrkResult, run_wrk  # noqa: E402
+from bench._results import emit  # noqa: E402
 
 # the bare endpoint, served by ``uvicorn ingest:bare_app`` (only reads the body)
 bare_app = FastAPI()
@@ -339,6 +340,14 @@ def main() -> None:  # noqa: C901  # pay down: options, run and report in one; a
         )
         print(f"ratio intake answered / bare: {best.wrk.rps / bare.rps:.2f}")
         print(f"ratio intake fully processed / bare: {processed / bare.rps:.2f}")
+        emit(
+            "Ingest",
+            figure=f"{processed:,.0f} events/s fully processed, {best.wrk.rps:,.0f}/s answered",
+            floor=f"{bare.rps:,.0f} req/s (bare endpoint)",
+            ratio=f"{processed / bare.rps:.2f}x processed, {best.wrk.rps / bare.rps:.2f}x answered",
+            target=">= 0.7x fully processed",
+            met=processed / bare.rps >= 0.7,
+        )
         for run in intake_runs:
             print(
                 f"intake -c{run.connections}: {run.new_events} new events, "

@@ -45,6 +45,7 @@ from kombu import Queue  # noqa: E402
 from bench._pipeline.operations import count_final, create_ops, setup_tenant  # noqa: E402
 from bench._pipeline.provider import Provider  # noqa: E402
 from bench._pipeline.workers import Workers, wait_until  # noqa: E402
+from bench._results import emit  # noqa: E402
 from shared.runtime.celery_app import app  # noqa: E402
 
 PG_ADMIN = os.environ.get("BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -217,6 +218,15 @@ def _report(args: argparse.Namespace, results: dict[str, Any]) -> None:
     ratio = results["pipeline_per_s"] / results["bare_per_s"]
     r1 = results.get("rss_1000", (0.0, 0.0))
     rn = results.get(f"rss_{args.open}", (0.0, 0.0))
+    emit(
+        "Pipeline",
+        figure=f"{results['pipeline_per_s']:,.0f} operations decided/s "
+        f"({args.workspaces} workspace(s), {args.pool})",
+        floor=f"{results['bare_per_s']:,.0f} bare two-hop Celery round trips/s",
+        ratio=f"{ratio:.2f}x",
+        target=">= 0.5x",
+        met=ratio >= 0.5,
+    )
     print()
     print(
         f"| {datetime.now(UTC):%Y-%m-%d %H:%M} | {platform.machine()}, {os.cpu_count()} CPUs, "

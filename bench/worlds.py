@@ -132,6 +132,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._results import emit  # noqa: E402
 from bench._worlds.bounds import LOST_BOUND_S  # noqa: E402
 from bench._worlds.lanes import Lane, open_lane  # noqa: E402
 from bench._worlds.outcome import Outcome  # noqa: E402
@@ -276,7 +277,15 @@ def main() -> None:
                 print(f"  truth {r.truth}, ends {r.final_state} ({r.final_reason}), {r.notes}")
                 for line in r.timeline:
                     print(f"    {line}")
-    sys.exit(1 if any(summary[name] for name in FAILING) else 0)
+    failing = {name: summary[name] for name in FAILING if summary[name]}
+    emit(
+        "Worlds",
+        figure=f"{args.worlds} worlds ({args.shape}, seed {args.seed}): "
+        + (", ".join(f"{name} {count}" for name, count in failing.items()) or "every count 0"),
+        target="every count 0",
+        met=not failing,
+    )
+    sys.exit(1 if failing else 0)
 
 
 if __name__ == "__main__":

@@ -169,8 +169,21 @@ class Operation(Base):
     __tablename__ = "operations"
     __table_args__ = (
         UniqueConstraint("workspace_id", "idempotency_key"),
-        Index("ix_operations_due", "final", "next_observation_at"),
         Index("ix_operations_ws_created", "workspace_id", "created_at", "id"),
+        # The sweeper's scans (migration 0013): what is scheduled, by due time; open
+        # operations past their deadline, oldest first.
+        Index(
+            "ix_operations_scheduled",
+            "next_observation_at",
+            postgresql_where=text("next_observation_at IS NOT NULL"),
+            sqlite_where=text("next_observation_at IS NOT NULL"),
+        ),
+        Index(
+            "ix_operations_open_deadline",
+            "deadline",
+            postgresql_where=text("final IS false AND deadline IS NOT NULL"),
+            sqlite_where=text("final IS false AND deadline IS NOT NULL"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)  # op_…

@@ -72,7 +72,8 @@ def clone_sql(columns: list[str]) -> str:
     select = ", ".join(chosen.get(c, f"t.{c}") for c in columns)
     return (
         f"INSERT INTO operations ({', '.join(columns)}) SELECT {select} "  # noqa: S608
-        "FROM operations t, generate_series(%(start)s::int, %(end)s::int) g WHERE t.id = %(template)s"
+        "FROM operations t, generate_series(%(start)s::int, %(end)s::int) g "
+        "WHERE t.id = %(template)s"
     )
 
 

@@ -71,7 +71,7 @@ def test_the_stripe_skill_declares_what_its_contracts_send_and_nothing_more() ->
         if ch.http is not None and ch.http.path == "/v1/refunds"
         for name in ch.http.query
     }
-    assert {"/v1/refunds": dict.fromkeys(sorted(sent), "any")} == QUERY
+    assert QUERY["/v1/refunds"] == dict.fromkeys(sorted(sent), "any")
     # Its own manifest lints clean with its contracts.
     files = {
         e["file"]: Contract.model_validate(load_yaml(STRIPE / e["file"]))

@@ -18,8 +18,8 @@ Modules:
 - ``warmup``           a worker's preload and warm-up before its first task
 
 Within the package imports point one way: ``review`` → ``late_evidence`` → ``operations`` →
-``receipts`` →
-``receipt_evidence``, ``receipt_keys`` → ``receipt_keyring``; ``contracts`` is below them all.
+``receipts`` → ``receipt_evidence``, ``receipt_keys`` → ``receipt_keyring``; ``contracts`` is
+below them all.
 
 Errors (each raised on purpose, by the module named)::
 

@@ -25,7 +25,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from services.ingress.problems import ApiError, FieldProblem
 from services.ingress.schemas import OperationList, OperationListItem
 from services.ingress.views import operation_view
-from shared.db.models import Operation
+from shared.db.models import Operation, Receipt
 from shared.lifecycle.review import REVIEWABLE_STATES
 
 __all__ = [
@@ -117,6 +117,20 @@ def _load_facts(session: Session, page: list[Operation]) -> None:
             set_committed_value(op, "action_result", row.action_result)
 
 
+def _with_current_receipt(session: Session, page: list[Operation]) -> set[str]:
+    """The final operations of a page that have a current receipt, in one query."""
+    final = [op.id for op in page if op.final]
+    if not final:
+        return set()
+    return set(
+        session.execute(
+            select(Receipt.operation_id).where(
+                Receipt.operation_id.in_(final), Receipt.current.is_(True)
+            )
+        ).scalars()
+    )
+
+
 def page_query(
     *, workspace_id: str, filters: OperationFilters, limit: int, cursor: str | None = None
 ) -> Select[tuple[Operation]]:
@@ -156,8 +170,15 @@ def list_page(
     rows = list(session.execute(query).scalars())
     page = rows[:limit]
     _load_facts(session, page)
+    receipts = _with_current_receipt(session, page)
     return OperationList(
-        data=[cast(OperationListItem, operation_view(session, op, listed=True)) for op in page],
+        data=[
+            cast(
+                OperationListItem,
+                operation_view(session, op, listed=True, current_receipts=receipts),
+            )
+            for op in page
+        ],
         next_cursor=encode_cursor(page[-1]) if len(rows) > limit else None,
     )
 

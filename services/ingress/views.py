@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -126,9 +127,15 @@ def _evidence(decision: dict[str, Any]) -> list[EvidenceOut]:
     return found
 
 
-def receipt_url(session: Session, op: Operation) -> str | None:
+def receipt_url(
+    session: Session, op: Operation, *, current_receipts: Collection[str] | None = None
+) -> str | None:
+    """The address of the operation's current receipt; ``current_receipts``: the ids of the
+    operations known to have one (a list page reads them in one query for all its rows)."""
     if not op.final:
         return None
+    if current_receipts is not None:
+        return f"/v1/operations/{op.id}/receipt" if op.id in current_receipts else None
     found = session.execute(
         select(Receipt.id).where(Receipt.operation_id == op.id, Receipt.current.is_(True)).limit(1)
     ).first()
@@ -188,9 +195,16 @@ def _ignored_fields(session: Session, op: Operation, contract: Contract | None) 
     }
 
 
-def operation_view(session: Session, op: Operation, *, listed: bool = False) -> OperationOut:
+def operation_view(
+    session: Session,
+    op: Operation,
+    *,
+    listed: bool = False,
+    current_receipts: Collection[str] | None = None,
+) -> OperationOut:
     """The operation resource of ``GET /v1/operations/{id}``; ``listed``: as a list page
-    shows it (:class:`OperationListItem`, without ``input`` and ``metadata``)."""
+    shows it (:class:`OperationListItem`, without ``input`` and ``metadata``);
+    ``current_receipts``: see :func:`receipt_url`."""
     contract = _contract(session, op)
     decision: dict[str, Any] = op.decision or {}
     verdict = op.verdict or Verdict.PENDING.value
@@ -255,7 +269,7 @@ def operation_view(session: Session, op: Operation, *, listed: bool = False) -> 
         correlation=_correlation(op, contract),
         conditions=_conditions(decision),
         evidence=_evidence(decision),
-        receipt_url=receipt_url(session, op),
+        receipt_url=receipt_url(session, op, current_receipts=current_receipts),
         review=review,
         **bodies,
     )

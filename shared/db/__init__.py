@@ -9,6 +9,7 @@ Modules:
 - ``sql``        statement pieces that run better on PostgreSQL and read the same elsewhere
 - ``tenants``    workspaces, API keys and connections (secrets encrypted by ``shared.trust``)
 - ``counts``     database-wide figures for the metrics gauges
+- ``console_sessions``  console sign-ins: sessions (the token's sha256), refused sign-ins
 - ``migrate``    running the migrations in ``migrations/``
 
 Errors: ``TenantError`` (``tenants``, a ValueError) — a bad admin request: unknown workspace

@@ -15,10 +15,12 @@ Modules:
 - ``receipt_keys``     the receipt signing key in the record: storage and rotation
 - ``receipt_keyring``  key ids, signatures, key files and the public key ring
 - ``receipt_check``    checking a receipt document offline
+- ``review``           a person's review: recorded once, answered with a signed receipt; the queue
 - ``warmup``           a worker's preload and warm-up before its first task
 
-Within the package imports point one way: ``late_evidence`` → ``operations`` → ``receipts`` →
-``receipt_evidence``, ``receipt_keys`` → ``receipt_keyring``; ``contracts`` is below them all.
+Within the package imports point one way: ``review`` → ``late_evidence`` → ``operations`` →
+``receipts`` → ``receipt_evidence``, ``receipt_keys`` → ``receipt_keyring``; ``contracts`` is
+below them all.
 
 Errors (each raised on purpose, by the module named)::
 
@@ -30,6 +32,7 @@ Errors (each raised on purpose, by the module named)::
     ReceiptKeyError           (receipt_keyring) a signing key that cannot be loaded or used
     KeyRingError              (receipt_keyring) a published key list that cannot be read
     ScheduleConflict          (scheduling)      the fence moved since it was read
+    ReviewRefused             (review)          the operation is not reviewable now
 
 May import: ``shared.evidence``, ``shared.db``, ``shared.trust``, ``shared.runtime``,
 ``shared.core`` and libraries; never the intake.

@@ -38,7 +38,7 @@ WRONG_IMPORTS = [
     ("shared-layers", "shared/lifecycle/operations.py", "import shared.intake.correlator"),
     ("no-cycles", "shared/core/types.py", "import shared.core.engine"),
     ("no-cycles", "shared/db/models.py", "from shared.db.session import get_engine"),
-    ("no-cycles", "services/ingress/schemas.py", "import services.ingress.app"),
+    ("no-cycles", "services/ingress/api/schemas.py", "import services.ingress.app"),
     ("shared-no-services", "shared/lifecycle/scheduling.py", "import services.observer.tasks"),
     ("services-independent", "services/verdict/sweeper.py", "import services.observer.tasks"),
     ("services-independent", "services/ingress/app.py", "from services.sandbox import stripe"),

@@ -13,19 +13,17 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session, defer
 from sqlalchemy.orm.attributes import set_committed_value
 
-from services.ingress.actions import Scheduled, record_action, request_verification
-from services.ingress.bodies import StorableJsonRoute
-from services.ingress.creation import (
+from services.ingress.api.actions import Scheduled, record_action, request_verification
+from services.ingress.api.bodies import StorableJsonRoute
+from services.ingress.api.creation import (
     check_field_sizes,
     check_operation_input,
     create_operation,
     prepare_operation,
 )
-from services.ingress.deps import AdminCaller, Caller, app_engine, app_settings, now, transaction
-from services.ingress.lookup import load_operation
-from services.ingress.problems import ApiError, FieldProblem, error_responses
-from services.ingress.review import record_review
-from services.ingress.schemas import (
+from services.ingress.api.lookup import load_operation
+from services.ingress.api.review import record_review
+from services.ingress.api.schemas import (
     ActionReportIn,
     CreateOperationIn,
     OperationList,
@@ -34,7 +32,9 @@ from services.ingress.schemas import (
     ReviewIn,
     Timeline,
 )
-from services.ingress.views import operation_view, timeline_view
+from services.ingress.api.views import operation_view, timeline_view
+from services.ingress.deps import AdminCaller, Caller, app_engine, app_settings, now, transaction
+from services.ingress.problems import ApiError, FieldProblem, error_responses
 from shared.core.types import OperationState
 from shared.db.models import Operation
 

@@ -11,8 +11,8 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from services.ingress.lookup import state_conflict
-from services.ingress.schemas import ReviewIn
+from services.ingress.api.lookup import state_conflict
+from services.ingress.api.schemas import ReviewIn
 from shared.core.types import OperationState
 from shared.db.audit import append_transition
 from shared.db.models import Operation

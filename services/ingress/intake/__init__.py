@@ -1,0 +1,1 @@
+"""The webhook intake of the ingress: ``POST /v1/events/{provider}/{workspace}``."""

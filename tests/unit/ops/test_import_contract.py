@@ -43,6 +43,11 @@ WRONG_IMPORTS = [
     ("services-independent", "services/verdict/sweeper.py", "import services.observer.tasks"),
     ("services-independent", "services/ingress/app.py", "from services.sandbox import stripe"),
     ("cli-on-top", "services/observer/observe.py", "import services.cli.serve"),
+    (
+        "ingress-faces-independent",
+        "services/ingress/intake/webhooks.py",
+        "import services.ingress.api.views",
+    ),
 ]
 
 

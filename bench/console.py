@@ -6,7 +6,7 @@ a few in HUMAN_REVIEW, CONTRADICTED, EXPIRED…, one a second apart), a second w
 as many (so the workspace filter has something to leave out). Then, signed in through the
 console's own form, ``GET /console/operations`` is timed with each filter below (one page of
 50, rendered to HTML) in the ingress application in this process; beside it, the floor: the
-same page's SQL statement (``services.ingress.listing.page_query``) run bare on the same
+same page's SQL statement (``services.ingress.api.listing.page_query``) run bare on the same
 database in the same run. The second page of each filter is timed too (the keyset cursor).
 
     .venv/bin/python bench/console.py [--operations 100000] [--requests 200]
@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.api import drop_database, scratch_database  # noqa: E402
+from services.ingress.api.listing import OperationFilters, decode_cursor, page_query  # noqa: E402
 from services.ingress.app import create_app  # noqa: E402
-from services.ingress.listing import OperationFilters, decode_cursor, page_query  # noqa: E402
 from shared.db.migrate import upgrade  # noqa: E402
 from shared.db.session import make_engine, session_scope  # noqa: E402
 from shared.db.tenants import create_workspace  # noqa: E402

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from services.cli.admin import _fail, _run
-from services.ingress.deliveries import decode_cursor, delivery_page
+from services.ingress.api.deliveries import decode_cursor, delivery_page
 from services.ingress.problems import ApiError
 
 __all__ = ["register"]

@@ -2,7 +2,7 @@
 
 They read the system of the data directory found from here (``services.cli.system``; never a
 new database) and show each operation through the same views as ``GET /v1/operations…``
-(``services.ingress.views``): a table or a few lines for people, ``--json`` for the API's
+(``services.ingress.api.views``): a table or a few lines for people, ``--json`` for the API's
 document. An operation id that is unknown (in the workspace given) is exit 1; no system, or a
 database that cannot be read, exit 2.
 """
@@ -78,7 +78,7 @@ def list_operations(
     """The newest operations first: id, workspace, contract, state, verdict and reason."""
     from sqlalchemy import select
 
-    from services.ingress.views import operation_view
+    from services.ingress.api.views import operation_view
     from shared.core.types import OperationState
     from shared.db.models import Operation
 
@@ -118,7 +118,7 @@ def show(
     as_json: bool = _JSON,
 ) -> None:
     """One operation: state, verdict and reason, what may be claimed, retry guidance."""
-    from services.ingress.views import operation_view
+    from services.ingress.api.views import operation_view
 
     view = _read(
         lambda session: operation_view(session, _one(session, operation_id, workspace)).model_dump(
@@ -186,7 +186,7 @@ def timeline(
     as_json: bool = _JSON,
 ) -> None:
     """Transitions, readbacks and correlated provider events, in time order."""
-    from services.ingress.views import timeline_view
+    from services.ingress.api.views import timeline_view
 
     document = _read(
         lambda session: timeline_view(session, _one(session, operation_id, workspace)).model_dump(

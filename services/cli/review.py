@@ -55,7 +55,7 @@ def _session() -> Iterator[Any]:
 @group.command("list")
 def list_queue(workspace: str = _WORKSPACE, as_json: bool = _JSON) -> None:
     """What waits for a person: late contradictions, HUMAN_REVIEW, CONTRADICTED, EXPIRED."""
-    from services.ingress.views import operation_view
+    from services.ingress.api.views import operation_view
     from shared.lifecycle.review import review_queue
 
     with _session() as session:

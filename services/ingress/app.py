@@ -24,18 +24,19 @@ from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.ingress import (
+from services.ingress.access import observed
+from services.ingress.api import (
     contracts,
     custom_contracts,
     deliveries,
     operations,
     receipts,
-    webhooks,
 )
-from services.ingress.access import observed
+from services.ingress.api.examples import add_examples
+from services.ingress.api.schemas import Health
 from services.ingress.console import install_console
 from services.ingress.docs_ui import install_offline_docs
-from services.ingress.examples import add_examples
+from services.ingress.intake import webhooks
 from services.ingress.pages import install_pages
 from services.ingress.problems import (
     PROBLEM_JSON,
@@ -44,7 +45,6 @@ from services.ingress.problems import (
     problem_response,
 )
 from services.ingress.request_checks import check_request
-from services.ingress.schemas import Health
 from services.ingress.settings import ROUTERS as SETTINGS_ROUTERS
 from shared.runtime.settings import Settings, get_settings
 
@@ -181,8 +181,8 @@ class IngressApp(FastAPI):
 
     Providers call the intake far more often than anything else, so it answers before the
     framework's middleware stack and router see the request (it keeps its own body limit and
-    problem answers, see :class:`services.ingress.webhooks.WebhookIntake`); every other request
-    goes on to FastAPI.
+    problem answers, see :class:`services.ingress.intake.webhooks.WebhookIntake`); every other
+    request goes on to FastAPI.
 
     Outside both, every request gets its request id, its access log line and its HTTP metrics
     (:func:`services.ingress.access.observed`), the intake's deliveries included.
@@ -296,7 +296,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _served_by_the_intake() -> None:  # pragma: no cover - the intake answers first
-    raise RuntimeError("webhook deliveries are answered by services.ingress.webhooks")
+    raise RuntimeError("webhook deliveries are answered by services.ingress.intake.webhooks")
 
 
 def _check_database(request: Request) -> str:

@@ -206,7 +206,7 @@ def install_problem_handlers(app: FastAPI) -> None:  # noqa: C901
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         found = getattr(exc, "found", None)
-        if isinstance(found, Unstorable):  # services.ingress.bodies.UnstorableBody
+        if isinstance(found, Unstorable):  # services.ingress.api.bodies.UnstorableBody
             return await api_error(request, unstorable_problem(found))
         kind = KINDS.get(exc.status_code, "error")
         detail = exc.detail if isinstance(exc.detail, str) else None

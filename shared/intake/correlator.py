@@ -3,9 +3,9 @@ answered the provider. One function, :func:`correlate_pending`, that the observe
 ``provely.correlate`` task and the sweeper both run; it lives here, not in either service, so
 that no service imports another.
 
-The intake (``services.ingress.webhooks``) only verifies, stores and commits; after a batch it
-commits, a ``provely.correlate`` message (queue ``correlate``) asks for its events (at most one
-each 100 ms under a stream of batches). A worker that takes the message
+The intake (``services.ingress.intake.webhooks``) only verifies, stores and commits; after a
+batch it commits, a ``provely.correlate`` message (queue ``correlate``) asks for its events (at
+most one each 100 ms under a stream of batches). A worker that takes the message
 (``services.observer.tasks.correlate``) runs :func:`correlate_pending`: it claims the events
 nobody has correlated yet (rows of ``event_backlog``, ``FOR UPDATE SKIP LOCKED``), links them
 with the operations they name, wakes the open ones they strongly correlate with, commits, and

@@ -2,7 +2,7 @@
 operation (``shared.core.ignored.why_ignored``, reason ``before_operation``).
 
 The intake counts what it can tell from an event alone (an API version no contract reads, a
-type no channel reads: ``services.ingress.webhooks``). An event older than an operation can
+type no channel reads: ``services.ingress.intake.webhooks``). An event older than an operation can
 only be told once it is linked to that operation, so :func:`name_ignored` looks at the new
 links of a correlation. Each link says whether its event is older than its operation
 (``Link.older``, told where the link is made, from what is already in hand): only those cost a

@@ -17,14 +17,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 from sqlalchemy.orm import Session
 
+from services.ingress.api.listing import OperationFilters, list_page, operation_states
+from services.ingress.api.lookup import load_operation
+from services.ingress.api.views import operation_view, timeline_view
 from services.ingress.console.auth import csrf_ok, signed_in
 from services.ingress.console.render import html, secured
 from services.ingress.console.render import json as json_response
 from services.ingress.deps import app_engine, app_settings, now, transaction
-from services.ingress.listing import OperationFilters, list_page, operation_states
-from services.ingress.lookup import load_operation
 from services.ingress.problems import ApiError
-from services.ingress.views import operation_view, timeline_view
 from shared.core.types import OperationState, Verdict
 from shared.db.console_sessions import SignedIn
 from shared.db.models import Receipt

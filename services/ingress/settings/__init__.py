@@ -2,7 +2,7 @@
 script call alike — API keys (``/v1/api-keys``) and provider connections
 (``/v1/connections``: set, rotate a webhook secret with an overlap, check the readback).
 Workspace contracts are listed, shown and uploaded under ``/v1/contracts``
-(``services.ingress.contracts``, ``services.ingress.custom_contracts``); refused deliveries
+(``services.ingress.api.contracts``, ``services.ingress.api.custom_contracts``); refused deliveries
 are ``GET /v1/deliveries?outcome=refused``.
 
 Every endpoint here needs a key with the ``admin`` scope (403 otherwise): keys and connections

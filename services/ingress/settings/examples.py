@@ -1,5 +1,5 @@
 """Examples of the settings API's bodies: :data:`SUCCESS` and :data:`REQUESTS` by operation id,
-merged into ``services.ingress.examples`` and written into the OpenAPI document after it is
+merged into ``services.ingress.api.examples`` and written into the OpenAPI document after it is
 generated (the document's tests validate each against its schema)."""
 
 from __future__ import annotations

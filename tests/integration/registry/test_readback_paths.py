@@ -10,7 +10,7 @@ import pytest
 import yaml
 from sqlalchemy import func, select
 
-from services.ingress.views import operation_view
+from services.ingress.api.views import operation_view
 from shared.core.types import ConditionResult, Decision, Verdict
 from shared.db.models import CustomContract, Operation
 from shared.db.session import session_scope

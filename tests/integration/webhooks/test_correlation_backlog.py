@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from services.ingress.correlate_messages import correlation_requests
+from services.ingress.intake.correlate_messages import correlation_requests
 from services.verdict.sweeper import Sweeper
 from shared.db.models import Event, EventBacklog
 from shared.intake.backlog import correlate_backlog

@@ -55,7 +55,7 @@ def test_events_on_another_api_version_are_named_on_the_operation(
     )
     t = int(time.time())
     before = ignored_count("api_version")
-    with caplog.at_level(logging.WARNING, logger="services.ingress.webhooks"):
+    with caplog.at_level(logging.WARNING, logger="services.ingress.intake.webhooks"):
         for n, kind in enumerate(["refund.created", "refund.updated", "refund.updated"]):
             status = "pending" if kind == "refund.created" else "succeeded"
             obj = refund("re_V", status=status, charge="ch_V", created=t)

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
-from services.ingress import webhook_batches
+from services.ingress.intake import webhook_batches
 from shared.db.models import Event
 
 from .conftest import Tenant, TestClient, counts, refund, signed, stripe_event

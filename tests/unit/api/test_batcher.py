@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from services.ingress import webhook_batches
-from services.ingress.webhook_batches import MAX_BATCH, _Batcher
-from services.ingress.webhook_checks import Outcome
+from services.ingress.intake import webhook_batches
+from services.ingress.intake.webhook_batches import MAX_BATCH, _Batcher
+from services.ingress.intake.webhook_checks import Outcome
 from shared.intake.results import IntakeResult
 
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from services.ingress.correlate_messages import _CorrelationRequests
+from services.ingress.intake.correlate_messages import _CorrelationRequests
 
 
 class Recorder:
@@ -59,7 +59,7 @@ def test_a_failed_send_is_logged_and_the_requests_go_idle(
 ) -> None:
     sent = Recorder(fail=True)
     requests = _CorrelationRequests(send=sent, interval_s=0.01)
-    with caplog.at_level(logging.WARNING, logger="services.ingress.correlate_messages"):
+    with caplog.at_level(logging.WARNING, logger="services.ingress.intake.correlate_messages"):
         requests.request()
         assert requests.wait_idle(5)
         requests.request()

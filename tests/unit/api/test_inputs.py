@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from services.ingress.inputs import check_input, input_paths
+from services.ingress.api.inputs import check_input, input_paths
 from shared.core.contract import Contract
 
 ROOT = Path(__file__).resolve().parents[3]

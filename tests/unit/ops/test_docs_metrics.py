@@ -96,8 +96,8 @@ def test_the_reasons_table_lists_every_refusal_reason() -> None:
     [
         ("shared/trust/signatures.py", r'SignatureError\(\s*"([a-z0-9_]+)"'),
         ("shared/intake/parse.py", r'MalformedEvent\(\s*"([a-z0-9_]+)"'),
-        ("services/ingress/webhooks.py", r'_refused\(provider,\s*"([a-z0-9_]+)"\)'),
-        ("services/ingress/webhooks.py", r'\d{3}: "([a-z0-9_]+)"'),
+        ("services/ingress/intake/webhooks.py", r'_refused\(provider,\s*"([a-z0-9_]+)"\)'),
+        ("services/ingress/intake/webhooks.py", r'\d{3}: "([a-z0-9_]+)"'),
     ],
 )
 def test_every_refusal_the_code_gives_is_a_known_reason(path: str, pattern: str) -> None:

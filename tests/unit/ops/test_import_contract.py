@@ -38,11 +38,16 @@ WRONG_IMPORTS = [
     ("shared-layers", "shared/lifecycle/operations.py", "import shared.intake.correlator"),
     ("no-cycles", "shared/core/types.py", "import shared.core.engine"),
     ("no-cycles", "shared/db/models.py", "from shared.db.session import get_engine"),
-    ("no-cycles", "services/ingress/schemas.py", "import services.ingress.app"),
+    ("no-cycles", "services/ingress/api/schemas.py", "import services.ingress.app"),
     ("shared-no-services", "shared/lifecycle/scheduling.py", "import services.observer.tasks"),
     ("services-independent", "services/verdict/sweeper.py", "import services.observer.tasks"),
     ("services-independent", "services/ingress/app.py", "from services.sandbox import stripe"),
     ("cli-on-top", "services/observer/observe.py", "import services.cli.serve"),
+    (
+        "ingress-faces-independent",
+        "services/ingress/intake/webhooks.py",
+        "import services.ingress.api.views",
+    ),
 ]
 
 

@@ -1,12 +1,12 @@
 """Group commit: the deliveries that arrive while earlier ones are being written share one
 transaction (:class:`_Batcher`); each is answered only after that transaction commits.
 
-A batch is checked (``services.ingress.webhook_checks``), then stored in one statement
+A batch is checked (``services.ingress.intake.webhook_checks``), then stored in one statement
 (``shared.intake.store.store_many``): on PostgreSQL on the event loop's own thread, through the
 intake's psycopg asyncio connections (:class:`_IntakeConnections`, one per batch in flight);
 elsewhere in a worker thread, through the engine. When a batch's transaction fails, each of
 its deliveries is retried on its own. After the commit, one correlation request
-(``services.ingress.correlate_messages``) covers the batch.
+(``services.ingress.intake.correlate_messages``) covers the batch.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import namedtuple_row
 from sqlalchemy import Engine
 
-from services.ingress.correlate_messages import correlation_requests
-from services.ingress.webhook_checks import (
+from services.ingress.intake.correlate_messages import correlation_requests
+from services.ingress.intake.webhook_checks import (
     CONNECTION_OF,
     CONNECTION_OF_PG,
     Answer,

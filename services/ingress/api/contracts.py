@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 
+from services.ingress.api.schemas import ContractDetail, ContractList, ContractSummary
 from services.ingress.deps import Caller, app_engine, transaction
 from services.ingress.problems import ApiError, error_responses
-from services.ingress.schemas import ContractDetail, ContractList, ContractSummary
 from shared.core.render import render_page
 from shared.lifecycle.contracts import (
     ContractNotFound,

@@ -50,10 +50,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from services.ingress.api.schemas import ContractSummary
 from services.ingress.contract_lines import field_lines
 from services.ingress.deps import AdminCaller, app_engine, app_settings, now, transaction
 from services.ingress.problems import ApiError, FieldProblem, error_responses, unstorable_problem
-from services.ingress.schemas import ContractSummary
 from shared.core.contract import Contract, contract_hash
 from shared.core.lint.document import validate_contract
 from shared.core.lint.findings import LintError

@@ -6,20 +6,18 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response
 
-from services.ingress.actions import Scheduled, record_action, request_verification
-from services.ingress.bodies import StorableJsonRoute
-from services.ingress.creation import (
+from services.ingress.api.actions import Scheduled, record_action, request_verification
+from services.ingress.api.bodies import StorableJsonRoute
+from services.ingress.api.creation import (
     check_field_sizes,
     check_operation_input,
     create_operation,
     prepare_operation,
 )
-from services.ingress.deps import AdminCaller, Caller, app_engine, app_settings, now, transaction
-from services.ingress.listing import OperationFilters, list_page
-from services.ingress.lookup import load_operation
-from services.ingress.problems import error_responses
-from services.ingress.review import record_review
-from services.ingress.schemas import (
+from services.ingress.api.listing import OperationFilters, list_page
+from services.ingress.api.lookup import load_operation
+from services.ingress.api.review import record_review
+from services.ingress.api.schemas import (
     ActionReportIn,
     CreateOperationIn,
     OperationList,
@@ -27,7 +25,9 @@ from services.ingress.schemas import (
     ReviewIn,
     Timeline,
 )
-from services.ingress.views import operation_view, timeline_view
+from services.ingress.api.views import operation_view, timeline_view
+from services.ingress.deps import AdminCaller, Caller, app_engine, app_settings, now, transaction
+from services.ingress.problems import error_responses
 from shared.core.types import OperationState
 from shared.db.models import Operation
 from shared.intake.ignored import count_ignored

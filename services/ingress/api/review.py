@@ -10,8 +10,8 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from services.ingress.lookup import state_conflict
-from services.ingress.schemas import ReviewIn
+from services.ingress.api.lookup import state_conflict
+from services.ingress.api.schemas import ReviewIn
 from shared.db.models import Operation
 from shared.lifecycle.review import ReviewRefused, ReviewResult
 from shared.lifecycle.review import record_review as record

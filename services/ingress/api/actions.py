@@ -14,10 +14,10 @@ from typing import Any
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from services.ingress.creation import AWAITING_ACTION
-from services.ingress.lookup import state_conflict
+from services.ingress.api.creation import AWAITING_ACTION
+from services.ingress.api.lookup import state_conflict
+from services.ingress.api.schemas import ActionReportIn
 from services.ingress.problems import ApiError, FieldProblem
-from services.ingress.schemas import ActionReportIn
 from shared.core.context import build_context
 from shared.core.contract import Contract
 from shared.core.expressions import UNKNOWN, resolve

@@ -22,9 +22,9 @@ from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session, defer
 from sqlalchemy.orm.attributes import set_committed_value
 
+from services.ingress.api.schemas import OperationList, OperationListItem
+from services.ingress.api.views import operation_view
 from services.ingress.problems import ApiError, FieldProblem
-from services.ingress.schemas import OperationList, OperationListItem
-from services.ingress.views import operation_view
 from shared.db.models import Operation, Receipt
 from shared.lifecycle.review import REVIEWABLE_STATES
 

@@ -16,9 +16,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request, Response
 from sqlalchemy import select
 
+from services.ingress.api.lookup import load_operation
+from services.ingress.api.operations import OperationId
 from services.ingress.deps import Caller, app_engine, app_settings, now, transaction
-from services.ingress.lookup import load_operation
-from services.ingress.operations import OperationId
 from services.ingress.problems import ApiError, error_responses
 from shared.db.models import Receipt
 from shared.lifecycle.receipt_keyring import ReceiptKeyError, keys_document

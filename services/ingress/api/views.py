@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from services.ingress.schemas import (
+from services.ingress.api.schemas import (
     ActionOut,
     ConditionOut,
     ContractRef,

@@ -3,7 +3,7 @@
 decrypted once per ciphertext, and each delivery's signature is verified on the exact bytes and
 its body parsed by the skill's event shape (:class:`_Verifier`). :func:`check_delivery` gives the
 refused deliveries their answers and hands the accepted ones on to be stored
-(``services.ingress.webhook_batches``); a stored one's answer is an :class:`Outcome`.
+(``services.ingress.intake.webhook_batches``); a stored one's answer is an :class:`Outcome`.
 """
 
 from __future__ import annotations

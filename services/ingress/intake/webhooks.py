@@ -9,9 +9,10 @@ keys, marked not yet correlated (``shared.intake.store.store_many``) → commit 
 process then sends one ``provely.correlate`` message for all the batches committed meanwhile
 (at once after a quiet spell, at most one per ``MIN_SEND_INTERVAL_S`` under a stream).
 Deliveries that arrive while earlier ones are being written share one transaction (group
-commit, ``services.ingress.webhook_batches``); each is answered only after that transaction
-commits. The deliveries of a batch are checked by ``services.ingress.webhook_checks``, and the
-correlate messages sent by ``services.ingress.correlate_messages``.
+commit, ``services.ingress.intake.webhook_batches``); each is answered only after that
+transaction commits. The deliveries of a batch are checked by
+``services.ingress.intake.webhook_checks``, and the correlate messages sent by
+``services.ingress.intake.correlate_messages``.
 
 Correlating the stored events with operations and waking those is an observer's work
 (``shared.intake.correlator``, run by its ``provely.correlate`` task), after the answer: the
@@ -50,9 +51,9 @@ from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.ingress.intake.webhook_batches import close_intake_connections, process_batcher
+from services.ingress.intake.webhook_checks import Item, NotFound, Outcome
 from services.ingress.problems import PROBLEM_JSON, problem_response
-from services.ingress.webhook_batches import close_intake_connections, process_batcher
-from services.ingress.webhook_checks import Item, NotFound, Outcome
 from shared.intake.contracts import uncounted_by_contracts
 from shared.intake.parse import MalformedEvent
 from shared.runtime.settings import Settings, get_settings

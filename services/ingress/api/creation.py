@@ -16,9 +16,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from services.ingress.inputs import check_input
+from services.ingress.api.inputs import check_input
+from services.ingress.api.schemas import CreateOperationIn
 from services.ingress.problems import ApiError, FieldProblem
-from services.ingress.schemas import CreateOperationIn
 from shared.core.types import OperationState, Verdict
 from shared.db.audit import append_transition
 from shared.db.models import Operation, Workspace

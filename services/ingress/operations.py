@@ -37,6 +37,7 @@ from services.ingress.schemas import (
 from services.ingress.views import operation_view, timeline_view
 from shared.core.types import OperationState
 from shared.db.models import Operation
+from shared.lifecycle import messages
 
 __all__ = ["router"]
 
@@ -49,9 +50,7 @@ def _dispatch(operation_id: str, scheduled: Scheduled) -> None:
     """Send the observe message after commit; the stored schedule is the record."""
     if scheduled.fence is None:
         return
-    from shared.lifecycle.scheduling import dispatch_observe
-
-    dispatch_observe(operation_id, scheduled.fence, countdown_s=scheduled.countdown_s)
+    messages.observe(operation_id, scheduled.fence, countdown_s=scheduled.countdown_s)
 
 
 @router.post(

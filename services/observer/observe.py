@@ -63,6 +63,7 @@ from shared.db.session import get_engine, read_connection, session_scope
 from shared.evidence.backwards import mark_backwards
 from shared.evidence.readings import Reading
 from shared.evidence.webhooks import read_webhook
+from shared.lifecycle import messages
 from shared.lifecycle.contract_cache import cached_contract_for
 from shared.lifecycle.late_evidence import needs_recheck
 from shared.lifecycle.operations import change_state, facts_for
@@ -99,15 +100,11 @@ def _utcnow() -> datetime:
 
 
 def _send_evaluate(operation_id: str) -> None:
-    from shared.runtime.celery_app import EVALUATE_TASK, send
-
-    send(EVALUATE_TASK, [operation_id])
+    messages.evaluate(operation_id)
 
 
 def _resend_observe(operation_id: str, fence: int, countdown_s: float) -> None:
-    from shared.runtime.celery_app import OBSERVE_TASK, send
-
-    send(OBSERVE_TASK, [operation_id, fence], countdown_s=countdown_s)
+    messages.observe(operation_id, fence, countdown_s=countdown_s)
 
 
 @dataclass

@@ -50,6 +50,7 @@ from shared.db.models import Operation
 from shared.db.session import session_scope
 from shared.evidence.view import refresh_webhook_readings
 from shared.evidence.webhooks import evidence_keys
+from shared.lifecycle import messages
 from shared.lifecycle.contract_cache import cached_contract_for
 from shared.lifecycle.late_evidence import needs_recheck, recheck_verified
 from shared.lifecycle.operations import change_state, facts_for
@@ -328,14 +329,11 @@ def _record_verdict(decision: Decision) -> None:
 
 def dispatch(operation_id: str, plan: Plan) -> None:
     """Send the messages a committed plan asks for (failures are left to the sweeper)."""
-    from shared.lifecycle.scheduling import dispatch_observe
-    from shared.runtime.celery_app import EVALUATE_TASK, send
-
     if plan.observe_fence is not None:
-        dispatch_observe(operation_id, plan.observe_fence, countdown_s=plan.observe_countdown_s)
+        messages.observe(operation_id, plan.observe_fence, countdown_s=plan.observe_countdown_s)
     if plan.evaluate_countdown_s is not None:
         try:
-            send(EVALUATE_TASK, [operation_id], countdown_s=plan.evaluate_countdown_s)
+            messages.evaluate(operation_id, countdown_s=plan.evaluate_countdown_s)
         except Exception:
             log.warning(
                 "deadline evaluate for %s not sent",

@@ -38,9 +38,11 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from shared.core.types import Decision, OperationState, Verdict
+from shared.lifecycle import messages
 from shared.lifecycle.operations import change_state
 from shared.lifecycle.receipt_evidence import as_utc, parse_time
 from shared.lifecycle.receipts import current_receipt, issue_receipt
+from shared.lifecycle.scheduling import schedule_recheck
 from shared.lifecycle.watch import WATCHED_STATES
 
 if TYPE_CHECKING:
@@ -226,39 +228,19 @@ def needs_recheck(operation: Operation) -> bool:
 def _retry_recheck(session: Session, operation: Operation, timing: Any, now: datetime) -> bool:
     """Schedule the next try of a recheck that could not read, on the contract's backoff, while
     the watch lasts; the observe message is sent after commit. False when the watch is over."""
-    from sqlalchemy import event as orm_event
-    from sqlalchemy import update
-
     from shared.core.schedule import recheck_delay
-    from shared.db.models import Operation as OperationRow
 
     tries = (operation.rechecks or 0) + 1
     due = now + timedelta(milliseconds=recheck_delay(timing, tries))
     if operation.watch_until is None or due >= as_utc(operation.watch_until):
         return False
-    fence = session.execute(
-        update(OperationRow)
-        .where(
-            OperationRow.id == operation.id,
-            OperationRow.fence == operation.fence,
-            OperationRow.state.in_(WATCHED_STATES),
-        )
-        .values(
-            fence=OperationRow.fence + 1, next_observation_at=due, enqueued_at=now, rechecks=tries
-        )
-        .returning(OperationRow.fence)
-        .execution_options(synchronize_session=False)
-    ).scalar_one_or_none()
+    fence = schedule_recheck(session, operation, due=due, rechecks=tries, now=now)
     if fence is None:
         return True  # another recheck moved the fence on meanwhile: it owns the schedule
     operation_id, countdown = operation.id, (due - now).total_seconds()
-
-    def dispatch(_session: Session) -> None:
-        from shared.lifecycle.scheduling import dispatch_observe
-
-        dispatch_observe(operation_id, fence, countdown_s=countdown)
-
-    orm_event.listen(session, "after_commit", dispatch, once=True)
+    messages.after_commit(
+        session, lambda: messages.observe(operation_id, fence, countdown_s=countdown)
+    )
     return True
 
 

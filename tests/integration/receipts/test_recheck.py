@@ -51,7 +51,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, float]]:
         calls.append((operation_id, fence, countdown_s))
         return True
 
-    monkeypatch.setattr("shared.lifecycle.scheduling.dispatch_observe", record)
+    monkeypatch.setattr("shared.lifecycle.messages.observe", record)
     return calls
 
 

@@ -38,7 +38,8 @@ from sqlalchemy import Engine, select
 from shared.core.contract import Contract, contract_hash
 from shared.db.models import Connection, CustomContract, Observation, Operation, Workspace
 from shared.db.session import make_engine, session_scope
-from shared.lifecycle.scheduling import dispatch_observe, schedule_observation
+from shared.lifecycle.messages import observe as dispatch_observe
+from shared.lifecycle.scheduling import schedule_observation
 from shared.runtime.settings import Settings
 from shared.trust.secrets import encrypt, encrypt_webhook_secrets
 from tests.integration.conftest import truncate_all

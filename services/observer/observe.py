@@ -19,7 +19,7 @@ committed before the first readback: a correlation that kept this message for th
 (instead of waking the operation again) holds the row until it commits, so the readbacks come
 after those events. Readbacks run outside any database transaction; webhook channels are
 reduced inside the transaction that stores the observations, so events that arrived during the
-readback count. The first observation moves the operation from ACTION_ACCEPTED to OBSERVING.
+readback count.
 
 This module holds the task's work (:class:`Observer`) and its process-wide instance; what each
 http channel reads is in ``services.observer.jobs``, the statements on the record in
@@ -36,7 +36,6 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
 
 import httpx
 from sqlalchemy import Engine
@@ -57,8 +56,7 @@ from services.observer.statements import (
 )
 from shared.core.context import build_context
 from shared.core.kept import read_paths
-from shared.core.types import ObservationStatus, OperationState
-from shared.db.models import Operation
+from shared.core.types import ObservationStatus
 from shared.db.session import get_engine, read_connection, session_scope
 from shared.evidence.backwards import mark_backwards
 from shared.evidence.readings import Reading
@@ -66,7 +64,7 @@ from shared.evidence.webhooks import read_webhook
 from shared.lifecycle import messages
 from shared.lifecycle.contract_cache import cached_contract_for
 from shared.lifecycle.late_evidence import needs_recheck
-from shared.lifecycle.operations import change_state, facts_for
+from shared.lifecycle.operations import facts_for
 from shared.lifecycle.scheduling import (
     OBSERVABLE_STATES,
     OBSERVE_LEAD_S,
@@ -336,34 +334,10 @@ class Observer:
                     INSERT_OBSERVATIONS,
                     [observation_row(op, fence, reading) for reading in readings],
                 )
-            if op.state == OperationState.ACTION_ACCEPTED.value:
-                loaded = session.get(Operation, operation_id)  # rare: once per operation
-                if loaded is not None:
-                    self._start_observing(session, loaded)
             _record_metrics(
                 readings, contract_channels={c.name: c.verifier for c in contract.channels}
             )
         return ObserveOutcome.OBSERVED
-
-    def _start_observing(self, session: Any, op: Operation) -> None:
-        for _ in range(3):
-            moved = change_state(
-                session,
-                op,
-                to_state=OperationState.OBSERVING,
-                verdict=op.verdict,
-                reason=op.reason,
-                verdict_class=op.verdict_class,
-                final=False,
-                decision=None,
-                cause="observation_started",
-                now=self.clock(),
-            )
-            if moved:
-                return
-            session.refresh(op)
-            if op.state != OperationState.ACTION_ACCEPTED.value:
-                return
 
 
 def _record_metrics(readings: list[Reading], *, contract_channels: dict[str, str]) -> None:

@@ -53,8 +53,9 @@ from shared.evidence.webhooks import evidence_keys
 from shared.lifecycle import messages
 from shared.lifecycle.contract_cache import cached_contract_for
 from shared.lifecycle.late_evidence import needs_recheck, recheck_verified
-from shared.lifecycle.operations import change_state, facts_for
+from shared.lifecycle.operations import facts_for
 from shared.lifecycle.scheduling import ScheduleConflict, counts_as_slot, schedule_observation
+from shared.lifecycle.steps import apply_decision
 from shared.lifecycle.watch import start_watch, watch_until, watched_after
 from shared.runtime.settings import Settings
 
@@ -159,24 +160,6 @@ def _fence_observed_at(session: Session, op: Operation, latest: list[Any]) -> da
     )
 
 
-def _start_observing(session: Session, op: Operation, now: datetime) -> None:
-    if op.state != OperationState.ACTION_ACCEPTED.value:
-        return
-    if not change_state(
-        session,
-        op,
-        to_state=OperationState.OBSERVING,
-        verdict=op.verdict,
-        reason=op.reason,
-        verdict_class=op.verdict_class,
-        final=False,
-        decision=None,
-        cause="observation_started",
-        now=now,
-    ):
-        raise LostRace(op.id)
-
-
 def evaluate_in_session(
     session: Session,
     op: Operation,
@@ -195,7 +178,6 @@ def evaluate_in_session(
     context = build_context(contract, facts)
     # The evidence locks first, before any row lock of this transaction (shared.evidence.locks).
     latest = _decision_rows(session, op, contract, context, now)
-    _start_observing(session, op, now)
     decision = decide(contract, facts, [_obs(row) for row in latest], now)
     changes: dict[str, object] = {}
     if op.deadline is None:
@@ -221,19 +203,8 @@ def evaluate_in_session(
             settings=settings,
             draw=draw,
         )
-    if not change_state(
-        session,
-        op,
-        to_state=state_after(decision),
-        verdict=decision.verdict.value,
-        reason=decision.reason,
-        verdict_class=decision.class_,
-        final=decision.final,
-        decision=decision,
-        cause=cause,
-        now=now,
-        changes=changes,
-        readings=latest,
+    if not apply_decision(
+        session, op, decision, cause=cause, changes=changes, now=now, readings=latest
     ):
         raise LostRace(op.id)
     if watched_until is not None:

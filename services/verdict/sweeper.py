@@ -43,8 +43,8 @@ from shared.db.session import get_engine, is_postgres, session_scope
 from shared.intake.correlator import correlate_pending
 from shared.intake.refusals import prune_refusals
 from shared.lifecycle import messages
-from shared.lifecycle.operations import change_state
 from shared.lifecycle.scheduling import OBSERVABLE_STATES
+from shared.lifecycle.steps import expire
 from shared.lifecycle.watch import WATCHED_STATES, end_expired_watches
 from shared.runtime.settings import Settings, get_settings
 
@@ -302,19 +302,7 @@ class Sweeper:
             evidence=(),
             explanation="The action was not reported within the action window.",
         )
-        return change_state(
-            session,
-            op,
-            to_state=OperationState.EXPIRED,
-            verdict=Verdict.EXPIRED.value,
-            reason=ACTION_NOT_REPORTED,
-            verdict_class=None,
-            final=True,
-            decision=decision,
-            cause="action_window",
-            now=now,
-            changes={"next_observation_at": None, "enqueued_at": None},
-        )
+        return expire(session, op, decision, now=now)
 
 
 def sweep_once(engine: Engine | None = None, *, settings: Settings | None = None) -> SweepReport:

@@ -3,7 +3,8 @@ that wake the workers, the watch after VERIFIED, receipts and their signing keys
 
 Modules:
 
-- ``operations``       the one place that changes an operation's state (``change_state``)
+- ``steps``            every state change, named (``apply_decision`` …), and its receipt
+- ``operations``       the one write of a state (``change_state``, called by the steps only)
 - ``contracts``        the contract an operation is bound to; contract look-ups; provider skills
 - ``contract_cache``   an operation's contract, memoised per worker process
 - ``scheduling``       fences, due times, wake-ups (every fence is written here)
@@ -17,9 +18,9 @@ Modules:
 - ``receipt_check``    checking a receipt document offline
 - ``warmup``           a worker's preload and warm-up before its first task
 
-Within the package imports point one way: ``late_evidence`` → ``operations`` → ``receipts`` →
-``receipt_evidence``, ``receipt_keys`` → ``receipt_keyring``; ``late_evidence`` → ``messages``
-→ ``scheduling`` → ``watch``; ``contracts`` is below them all.
+Within the package imports point one way: ``late_evidence`` → ``steps`` → ``operations`` →
+``receipts`` → ``receipt_evidence``, ``receipt_keys`` → ``receipt_keyring``; ``late_evidence`` →
+``messages`` → ``scheduling`` → ``watch``; ``contracts`` is below them all.
 
 Errors (each raised on purpose, by the module named)::
 

@@ -39,10 +39,16 @@ from typing import TYPE_CHECKING, Any
 
 from shared.core.types import Decision, OperationState, Verdict
 from shared.lifecycle import messages
-from shared.lifecycle.operations import change_state
 from shared.lifecycle.receipt_evidence import as_utc, parse_time
-from shared.lifecycle.receipts import current_receipt, issue_receipt
+from shared.lifecycle.receipts import current_receipt
 from shared.lifecycle.scheduling import schedule_recheck
+from shared.lifecycle.steps import (
+    INCONSISTENT_AT_WATCH_END,
+    LATE_CONTRADICTION,
+    LATE_CONTRADICTION_CLASS,
+    flag_late_contradiction,
+    refer_inconsistent,
+)
 from shared.lifecycle.watch import WATCHED_STATES
 
 if TYPE_CHECKING:
@@ -60,11 +66,6 @@ __all__ = [
     "needs_recheck",
     "recheck_verified",
 ]
-
-LATE_CONTRADICTION = "late_contradiction"
-LATE_CONTRADICTION_CLASS = "late contradicting evidence"
-INCONSISTENT_AT_WATCH_END = "inconsistent_at_watch_end"
-"""The cause of the move to a person when a watch ends on a reading that went backwards."""
 
 _CONTRADICTING = frozenset({Verdict.FAILED, Verdict.CONTRADICTED})
 _UNREAD = frozenset({"unavailable", "error", "inconsistent"})
@@ -180,25 +181,11 @@ def check_late_evidence(
         "evidence_class": decision.class_,
         "supersedes": previous.id if previous is not None else None,
     }
-    changed = change_state(
-        session,
-        operation,
-        to_state=OperationState.HUMAN_REVIEW,
-        verdict=Verdict.CONTRADICTED.value,
-        reason=LATE_CONTRADICTION,
-        verdict_class=LATE_CONTRADICTION_CLASS,
-        final=True,
-        decision=decision,
-        cause=LATE_CONTRADICTION,
-        now=now,
-        details=details,
-        changes={"next_observation_at": None, "enqueued_at": None},
+    receipt = flag_late_contradiction(
+        session, operation, decision, details=details, now=now, settings=settings
     )
-    if not changed:
+    if receipt is None:
         return CheckOutcome.LOST_RACE, None
-    receipt = current_receipt(session, operation.id)
-    if receipt is None or (previous is not None and receipt.id == previous.id):
-        receipt = issue_receipt(session, operation, now=now, settings=settings)
     return CheckOutcome.FLAGGED, receipt
 
 
@@ -254,25 +241,16 @@ def _to_person(
 ) -> tuple[CheckOutcome, Receipt | None]:
     """The watch ended on a reading that went backwards: a person decides (HUMAN_REVIEW)."""
     previous = current_receipt(session, operation.id)
-    changed = change_state(
+    receipt = refer_inconsistent(
         session,
         operation,
-        to_state=OperationState.HUMAN_REVIEW,
-        verdict=Verdict.UNVERIFIABLE.value,
-        reason="inconsistent_reading",
-        verdict_class=None,
-        final=True,
-        decision=decision,
-        cause=INCONSISTENT_AT_WATCH_END,
-        now=now,
+        decision,
         details={"supersedes": previous.id if previous is not None else None},
-        changes={"next_observation_at": None, "enqueued_at": None},
+        now=now,
+        settings=settings,
     )
-    if not changed:
+    if receipt is None:
         return CheckOutcome.LOST_RACE, None
-    receipt = current_receipt(session, operation.id)
-    if receipt is None or (previous is not None and receipt.id == previous.id):
-        receipt = issue_receipt(session, operation, now=now, settings=settings)
     return CheckOutcome.INCONSISTENT, receipt
 
 

@@ -7,7 +7,7 @@
   ``PROVELY_*`` variables to use the session's database and a random Redis db index. The observer
   can be killed (SIGKILL of its whole process group) and restarted.
 - helpers that create a workspace, its connection, a short-timing contract and operations the
-  way the action report does (state ACTION_ACCEPTED, first observation scheduled, then sent).
+  as the action report leaves them (state OBSERVING, first observation scheduled, then sent).
 """
 
 from __future__ import annotations
@@ -569,7 +569,8 @@ def create_operations(
     dispatch: bool = True,
 ) -> list[tuple[str, datetime]]:
     """Operations whose action was reported (refund id, charge, amount), first observation
-    scheduled and its message sent after commit — what the action report does."""
+    scheduled and its message sent after commit — what the action report commits (it moves the
+    operation through ACTION_ACCEPTED to OBSERVING in one transaction)."""
     made: list[tuple[str, datetime, int]] = []
     delay = tenant.contract.timing.initial_delay_ms
     with session_scope(cluster.engine) as session:
@@ -585,7 +586,9 @@ def create_operations(
                 contract_hash=contract_hash(tenant.contract),
                 completion_level="succeeded",
                 custom_contract_id=tenant.contract_row_id,
-                state="ACTION_ACCEPTED",
+                state="OBSERVING",
+                verdict="PENDING",
+                reason="awaiting_evidence",
                 final=False,
                 version=1,
                 input={"charge": charge, "amount": amount, "currency": "usd"},

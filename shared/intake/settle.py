@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from shared.db.models import EventBacklog
 from shared.db.sql import one_of
 from shared.intake.results import Delivery, IntakeResult
-from shared.lifecycle.scheduling import wake_for_events
-from shared.lifecycle.watch import rechecks_for_events, request_rechecks
+from shared.lifecycle.scheduling import request_rechecks, wake_for_events
+from shared.lifecycle.watch import rechecks_for_events
 
 __all__ = ["settle"]
 

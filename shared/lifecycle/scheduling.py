@@ -5,7 +5,10 @@ Every scheduled observation gets a new **fence** number (``operations.fence``) a
 message sent after commit carries the fence; a message whose fence is no longer the operation's
 is stale and dropped, and the observation of a fence is stored once (unique operation, fence,
 channel), so a message delivered twice, a wake and a sweeper re-send never make two readings of
-one fence.
+one fence. Every fence is written here: the schedule (:func:`schedule_observation`), a wake
+(:func:`wake`, :func:`wake_for_events`) and the rechecks of a watched operation
+(:func:`request_rechecks`, :func:`schedule_recheck`); the messages are sent by
+``shared.lifecycle.messages``.
 
 ``slot_at`` is the due time of the schedule's slot: :func:`schedule_observation` writes it with
 ``next_observation_at``, a wake leaves it, so a woken reading is an extra one and the schedule's
@@ -59,6 +62,7 @@ __all__ = [
     "claim_reading",
     "counts_as_slot",
     "message_pending",
+    "request_rechecks",
     "schedule_observation",
     "schedule_recheck",
     "wake",
@@ -148,6 +152,29 @@ def schedule_recheck(
         .execution_options(synchronize_session=False)
     ).scalar_one_or_none()
     return None if fence is None else int(fence)
+
+
+def request_rechecks(
+    session: Session, operation_ids: Iterable[str], *, now: datetime
+) -> list[tuple[str, int]]:
+    """Schedule a recheck of each watched (VERIFIED or FAILED) operation now (a new fence);
+    returns the ``(operation id, fence)`` pairs to dispatch after commit. The rechecks'
+    backoff starts again (``operations.rechecks``)."""
+    ids = sorted(set(operation_ids))
+    if not ids:
+        return []
+    moved = session.execute(
+        update(Operation)
+        .where(
+            one_of(session, Operation.id, ids),
+            Operation.state.in_(WATCHED_STATES),
+            Operation.watch_until > now,
+        )
+        .values(fence=Operation.fence + 1, next_observation_at=now, enqueued_at=now, rechecks=0)
+        .returning(Operation.id, Operation.fence)
+        .execution_options(synchronize_session=False)
+    ).all()
+    return sorted((str(op_id), int(fence)) for op_id, fence in moved)
 
 
 def _due_by(now: datetime | BindParameter[datetime]) -> ColumnElement[datetime]:

@@ -26,7 +26,8 @@ from shared.evidence.webhooks import reduce_events
 from shared.lifecycle.contracts import contract_for
 from shared.lifecycle.late_evidence import CheckOutcome, needs_recheck, recheck_verified
 from shared.lifecycle.operations import facts_for
-from shared.lifecycle.watch import rechecks_for_events, request_rechecks
+from shared.lifecycle.scheduling import request_rechecks
+from shared.lifecycle.watch import rechecks_for_events
 from tests.integration.receipts.conftest import T0, RefundFlow, sha
 from tests.integration.receipts.test_recheck import latest
 

@@ -52,7 +52,8 @@ def create_ops(
     from shared.db.models import Operation
     from shared.db.session import session_scope
     from shared.lifecycle.contracts import find_contract
-    from shared.lifecycle.scheduling import dispatch_observe, schedule_observation
+    from shared.lifecycle.messages import observe as dispatch_observe
+    from shared.lifecycle.scheduling import schedule_observation
 
     made: list[tuple[str, int]] = []
     with session_scope(engine) as session:

@@ -19,7 +19,7 @@ committed before the first readback: a correlation that kept this message for th
 (instead of waking the operation again) holds the row until it commits, so the readbacks come
 after those events. Readbacks run outside any database transaction; webhook channels are
 reduced inside the transaction that stores the observations, so events that arrived during the
-readback count. The first observation moves the operation from ACTION_ACCEPTED to OBSERVING.
+readback count.
 
 This module holds the task's work (:class:`Observer`) and its process-wide instance; what each
 http channel reads is in ``services.observer.jobs``, the statements on the record in
@@ -64,7 +64,7 @@ from services.observer.statements import (
 )
 from shared.core.context import build_context
 from shared.core.kept import read_paths
-from shared.core.types import ObservationStatus, OperationState
+from shared.core.types import ObservationStatus
 from shared.core.verifiers import verifier_of
 from shared.core.verifiers.event_log import EVENT_LOG
 from shared.core.verifiers.http import HTTP
@@ -73,16 +73,16 @@ from shared.db.session import get_engine, read_connection, session_scope
 from shared.evidence.backwards import mark_backwards
 from shared.evidence.readings import Reading
 from shared.evidence.webhooks import read_webhook
+from shared.lifecycle import messages
 from shared.lifecycle.contract_cache import cached_contract_for
 from shared.lifecycle.late_evidence import needs_recheck
-from shared.lifecycle.operations import change_state, facts_for
+from shared.lifecycle.operations import facts_for
 from shared.lifecycle.scheduling import (
     OBSERVABLE_STATES,
     OBSERVE_LEAD_S,
     SLOT_TOLERANCE,
     claim_reading,
     counts_as_slot,
-    dispatch_observe_now,
 )
 from shared.runtime.logs import bind_operation
 from shared.runtime.ratelimit import RateLimiter, bucket_for
@@ -110,15 +110,11 @@ def _utcnow() -> datetime:
 
 
 def _send_evaluate(operation_id: str) -> None:
-    from shared.runtime.celery_app import EVALUATE_TASK, send
-
-    send(EVALUATE_TASK, [operation_id])
+    messages.evaluate(operation_id)
 
 
 def _resend_observe(operation_id: str, fence: int, countdown_s: float) -> None:
-    from shared.runtime.celery_app import OBSERVE_TASK, send
-
-    send(OBSERVE_TASK, [operation_id, fence], countdown_s=countdown_s)
+    messages.observe(operation_id, fence, countdown_s=countdown_s)
 
 
 @dataclass
@@ -133,7 +129,7 @@ class Observer:
     sleep: Callable[[float], object] = field(default=lambda s: threading.Event().wait(s))
     send_evaluate: Callable[[str], None] = _send_evaluate
     resend_observe: Callable[[str, int, float], None] = _resend_observe
-    send_observe_now: Callable[[Sequence[tuple[str, int]]], object] = dispatch_observe_now
+    send_observe_now: Callable[[Sequence[tuple[str, int]]], object] = messages.observe_many
     _readers: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
     _readers_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -357,10 +353,6 @@ class Observer:
                     INSERT_OBSERVATIONS,
                     [observation_row(op, fence, reading) for reading in readings],
                 )
-            if op.state == OperationState.ACTION_ACCEPTED.value:
-                loaded = session.get(Operation, operation_id)  # rare: once per operation
-                if loaded is not None:
-                    self._start_observing(session, loaded)
             _record_metrics(
                 readings, contract_channels={c.name: c.verifier for c in contract.channels}
             )
@@ -401,26 +393,6 @@ class Observer:
         )
         woken.extend(done.wakes)
         return done.reading
-
-    def _start_observing(self, session: Any, op: Operation) -> None:
-        for _ in range(3):
-            moved = change_state(
-                session,
-                op,
-                to_state=OperationState.OBSERVING,
-                verdict=op.verdict,
-                reason=op.reason,
-                verdict_class=op.verdict_class,
-                final=False,
-                decision=None,
-                cause="observation_started",
-                now=self.clock(),
-            )
-            if moved:
-                return
-            session.refresh(op)
-            if op.state != OperationState.ACTION_ACCEPTED.value:
-                return
 
 
 def _record_metrics(readings: list[Reading], *, contract_channels: dict[str, str]) -> None:

@@ -1,6 +1,10 @@
 """Celery tasks of the observer (queue ``observe``), thin adapters: ``provely.observe`` and
 ``provely.observe_many`` over :mod:`.observe`, ``provely.correlate`` over
-:mod:`shared.intake.correlator` (which the sweeper runs too)."""
+:mod:`shared.intake.correlator` (which the sweeper runs too).
+
+Their parameters are the fields of the messages of ``shared.lifecycle.messages``, which sends
+them as keywords; a message queued by the previous release in the positional form
+(``[operation_id, fence]``, ``[pairs]``, ``[]``) binds to the same parameters and still runs."""
 
 from __future__ import annotations
 

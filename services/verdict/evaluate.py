@@ -50,10 +50,12 @@ from shared.db.models import Operation
 from shared.db.session import session_scope
 from shared.evidence.view import refresh_webhook_readings
 from shared.evidence.webhooks import evidence_keys
+from shared.lifecycle import messages
 from shared.lifecycle.contract_cache import cached_contract_for
 from shared.lifecycle.late_evidence import needs_recheck, recheck_verified
-from shared.lifecycle.operations import change_state, facts_for
+from shared.lifecycle.operations import facts_for
 from shared.lifecycle.scheduling import ScheduleConflict, counts_as_slot, schedule_observation
+from shared.lifecycle.steps import apply_decision
 from shared.lifecycle.watch import start_watch, watch_until, watched_after
 from shared.runtime.settings import Settings
 
@@ -158,24 +160,6 @@ def _fence_observed_at(session: Session, op: Operation, latest: list[Any]) -> da
     )
 
 
-def _start_observing(session: Session, op: Operation, now: datetime) -> None:
-    if op.state != OperationState.ACTION_ACCEPTED.value:
-        return
-    if not change_state(
-        session,
-        op,
-        to_state=OperationState.OBSERVING,
-        verdict=op.verdict,
-        reason=op.reason,
-        verdict_class=op.verdict_class,
-        final=False,
-        decision=None,
-        cause="observation_started",
-        now=now,
-    ):
-        raise LostRace(op.id)
-
-
 def evaluate_in_session(
     session: Session,
     op: Operation,
@@ -194,7 +178,6 @@ def evaluate_in_session(
     context = build_context(contract, facts)
     # The evidence locks first, before any row lock of this transaction (shared.evidence.locks).
     latest = _decision_rows(session, op, contract, context, now)
-    _start_observing(session, op, now)
     decision = decide(contract, facts, [_obs(row) for row in latest], now)
     changes: dict[str, object] = {}
     if op.deadline is None:
@@ -220,19 +203,8 @@ def evaluate_in_session(
             settings=settings,
             draw=draw,
         )
-    if not change_state(
-        session,
-        op,
-        to_state=state_after(decision),
-        verdict=decision.verdict.value,
-        reason=decision.reason,
-        verdict_class=decision.class_,
-        final=decision.final,
-        decision=decision,
-        cause=cause,
-        now=now,
-        changes=changes,
-        readings=latest,
+    if not apply_decision(
+        session, op, decision, cause=cause, changes=changes, now=now, readings=latest
     ):
         raise LostRace(op.id)
     if watched_until is not None:
@@ -328,14 +300,11 @@ def _record_verdict(decision: Decision) -> None:
 
 def dispatch(operation_id: str, plan: Plan) -> None:
     """Send the messages a committed plan asks for (failures are left to the sweeper)."""
-    from shared.lifecycle.scheduling import dispatch_observe
-    from shared.runtime.celery_app import EVALUATE_TASK, send
-
     if plan.observe_fence is not None:
-        dispatch_observe(operation_id, plan.observe_fence, countdown_s=plan.observe_countdown_s)
+        messages.observe(operation_id, plan.observe_fence, countdown_s=plan.observe_countdown_s)
     if plan.evaluate_countdown_s is not None:
         try:
-            send(EVALUATE_TASK, [operation_id], countdown_s=plan.evaluate_countdown_s)
+            messages.evaluate(operation_id, countdown_s=plan.evaluate_countdown_s)
         except Exception:
             log.warning(
                 "deadline evaluate for %s not sent",

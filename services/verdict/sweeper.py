@@ -42,8 +42,9 @@ from shared.db.models import Operation, Workspace
 from shared.db.session import get_engine, is_postgres, session_scope
 from shared.intake.correlator import correlate_pending
 from shared.intake.refusals import prune_refusals
-from shared.lifecycle.operations import change_state
-from shared.lifecycle.scheduling import OBSERVABLE_STATES, dispatch_observe
+from shared.lifecycle import messages
+from shared.lifecycle.scheduling import OBSERVABLE_STATES
+from shared.lifecycle.steps import expire
 from shared.lifecycle.watch import WATCHED_STATES, end_expired_watches
 from shared.runtime.settings import Settings, get_settings
 
@@ -94,7 +95,7 @@ class Sweeper:
     settings: Settings
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     send_observe: Callable[[str, int, float], object] = field(
-        default=lambda op_id, fence, countdown: dispatch_observe(
+        default=lambda op_id, fence, countdown: messages.observe(
             op_id, fence, countdown_s=countdown
         )
     )
@@ -301,19 +302,7 @@ class Sweeper:
             evidence=(),
             explanation="The action was not reported within the action window.",
         )
-        return change_state(
-            session,
-            op,
-            to_state=OperationState.EXPIRED,
-            verdict=Verdict.EXPIRED.value,
-            reason=ACTION_NOT_REPORTED,
-            verdict_class=None,
-            final=True,
-            decision=decision,
-            cause="action_window",
-            now=now,
-            changes={"next_observation_at": None, "enqueued_at": None},
-        )
+        return expire(session, op, decision, now=now)
 
 
 def sweep_once(engine: Engine | None = None, *, settings: Settings | None = None) -> SweepReport:

@@ -1,4 +1,7 @@
-"""Celery task ``provely.evaluate`` (queue ``verdict``): a thin adapter over :mod:`.evaluate`."""
+"""Celery task ``provely.evaluate`` (queue ``verdict``): a thin adapter over :mod:`.evaluate`.
+
+Its parameter is the field of ``shared.lifecycle.messages.Evaluate``, sent as a keyword; a
+message queued by the previous release as ``[operation_id]`` still runs."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from sqlalchemy import Engine
 from shared.db.session import session_scope
 from shared.intake.backlog import correlate_backlog
 from shared.intake.ignored import count_ignored
-from shared.lifecycle.scheduling import dispatch_observe_now
+from shared.lifecycle import messages
 
 __all__ = ["BATCH", "MAX_ROUNDS", "correlate_pending"]
 
@@ -58,7 +58,7 @@ def correlate_pending(
     (or ``max_rounds`` transactions); only events older than ``received_before`` when given.
     Returns how many events were correlated. The wakes' ``observe`` messages go through
     ``send_observe(operation_id, fence, countdown)`` after each commit (default: all of a
-    transaction's at once, ``dispatch_observe_now``)."""
+    transaction's at once, ``messages.observe_many``)."""
     total = 0
     for _ in range(max_rounds):
         now = clock()
@@ -68,7 +68,7 @@ def correlate_pending(
         count_ignored(results)
         wakes = sorted({w for r in results for w in r.wakes})
         if send_observe is None:
-            dispatch_observe_now(wakes)
+            messages.observe_many(wakes)
         else:
             for operation_id, fence in wakes:
                 send_observe(operation_id, fence, 0.0)

@@ -20,8 +20,8 @@ from shared.db.models import EventBacklog
 from shared.db.sql import one_of
 from shared.intake.ignored import name_ignored
 from shared.intake.results import Delivery, IntakeResult
-from shared.lifecycle.scheduling import wake_for_events
-from shared.lifecycle.watch import rechecks_for_events, request_rechecks
+from shared.lifecycle.scheduling import request_rechecks, wake_for_events
+from shared.lifecycle.watch import rechecks_for_events
 
 __all__ = ["settle"]
 

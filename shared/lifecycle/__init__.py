@@ -1,13 +1,15 @@
-"""An operation's life in the record: state changes, the observation schedule, the watch after
-VERIFIED, receipts and their signing keys.
+"""An operation's life in the record: state changes, the observation schedule and the messages
+that wake the workers, the watch after VERIFIED, receipts and their signing keys.
 
 Modules:
 
-- ``operations``       the one place that changes an operation's state (``change_state``)
+- ``steps``            every state change, named (``apply_decision`` …), and its receipt
+- ``operations``       the one write of a state (``change_state``, called by the steps only)
 - ``contracts``        the contract an operation is bound to; contract look-ups; provider skills
 - ``contract_cache``   an operation's contract, memoised per worker process
 - ``connections``      a workspace's provider connections: set, rotate webhook secrets, show
-- ``scheduling``       fences, due times, wake-ups, and the ``observe`` messages sent after commit
+- ``scheduling``       fences, due times, wake-ups (every fence is written here)
+- ``messages``         every message to the queues, typed, sent as keywords after commit
 - ``watch``            the watch after VERIFIED: watch keys and events that name them
 - ``late_evidence``    rechecks of a watched VERIFIED operation; a late contradiction
 - ``receipts``         issuing (and superseding) and serving signed receipts
@@ -18,9 +20,9 @@ Modules:
 - ``review``           a person's review: recorded once, answered with a signed receipt; the queue
 - ``warmup``           a worker's preload and warm-up before its first task
 
-Within the package imports point one way: ``review`` → ``late_evidence`` → ``operations`` →
-``receipts`` → ``receipt_evidence``, ``receipt_keys`` → ``receipt_keyring``; ``contracts`` is
-below them all.
+Within the package imports point one way: ``review`` → ``late_evidence`` → ``steps`` →
+``operations`` → ``receipts`` → ``receipt_evidence``, ``receipt_keys`` → ``receipt_keyring``;
+``late_evidence`` → ``messages`` → ``scheduling`` → ``watch``; ``contracts`` is below them all.
 
 Errors (each raised on purpose, by the module named)::
 

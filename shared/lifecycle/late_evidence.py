@@ -38,9 +38,17 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from shared.core.types import Decision, OperationState, Verdict
-from shared.lifecycle.operations import change_state
+from shared.lifecycle import messages
 from shared.lifecycle.receipt_evidence import as_utc, parse_time
-from shared.lifecycle.receipts import current_receipt, issue_receipt
+from shared.lifecycle.receipts import current_receipt
+from shared.lifecycle.scheduling import schedule_recheck
+from shared.lifecycle.steps import (
+    INCONSISTENT_AT_WATCH_END,
+    LATE_CONTRADICTION,
+    LATE_CONTRADICTION_CLASS,
+    flag_late_contradiction,
+    refer_inconsistent,
+)
 from shared.lifecycle.watch import WATCHED_STATES
 
 if TYPE_CHECKING:
@@ -58,11 +66,6 @@ __all__ = [
     "needs_recheck",
     "recheck_verified",
 ]
-
-LATE_CONTRADICTION = "late_contradiction"
-LATE_CONTRADICTION_CLASS = "late contradicting evidence"
-INCONSISTENT_AT_WATCH_END = "inconsistent_at_watch_end"
-"""The cause of the move to a person when a watch ends on a reading that went backwards."""
 
 _CONTRADICTING = frozenset({Verdict.FAILED, Verdict.CONTRADICTED})
 _UNREAD = frozenset({"unavailable", "error", "inconsistent"})
@@ -178,25 +181,11 @@ def check_late_evidence(
         "evidence_class": decision.class_,
         "supersedes": previous.id if previous is not None else None,
     }
-    changed = change_state(
-        session,
-        operation,
-        to_state=OperationState.HUMAN_REVIEW,
-        verdict=Verdict.CONTRADICTED.value,
-        reason=LATE_CONTRADICTION,
-        verdict_class=LATE_CONTRADICTION_CLASS,
-        final=True,
-        decision=decision,
-        cause=LATE_CONTRADICTION,
-        now=now,
-        details=details,
-        changes={"next_observation_at": None, "enqueued_at": None},
+    receipt = flag_late_contradiction(
+        session, operation, decision, details=details, now=now, settings=settings
     )
-    if not changed:
+    if receipt is None:
         return CheckOutcome.LOST_RACE, None
-    receipt = current_receipt(session, operation.id)
-    if receipt is None or (previous is not None and receipt.id == previous.id):
-        receipt = issue_receipt(session, operation, now=now, settings=settings)
     return CheckOutcome.FLAGGED, receipt
 
 
@@ -226,39 +215,19 @@ def needs_recheck(operation: Operation) -> bool:
 def _retry_recheck(session: Session, operation: Operation, timing: Any, now: datetime) -> bool:
     """Schedule the next try of a recheck that could not read, on the contract's backoff, while
     the watch lasts; the observe message is sent after commit. False when the watch is over."""
-    from sqlalchemy import event as orm_event
-    from sqlalchemy import update
-
     from shared.core.schedule import recheck_delay
-    from shared.db.models import Operation as OperationRow
 
     tries = (operation.rechecks or 0) + 1
     due = now + timedelta(milliseconds=recheck_delay(timing, tries))
     if operation.watch_until is None or due >= as_utc(operation.watch_until):
         return False
-    fence = session.execute(
-        update(OperationRow)
-        .where(
-            OperationRow.id == operation.id,
-            OperationRow.fence == operation.fence,
-            OperationRow.state.in_(WATCHED_STATES),
-        )
-        .values(
-            fence=OperationRow.fence + 1, next_observation_at=due, enqueued_at=now, rechecks=tries
-        )
-        .returning(OperationRow.fence)
-        .execution_options(synchronize_session=False)
-    ).scalar_one_or_none()
+    fence = schedule_recheck(session, operation, due=due, rechecks=tries, now=now)
     if fence is None:
         return True  # another recheck moved the fence on meanwhile: it owns the schedule
     operation_id, countdown = operation.id, (due - now).total_seconds()
-
-    def dispatch(_session: Session) -> None:
-        from shared.lifecycle.scheduling import dispatch_observe
-
-        dispatch_observe(operation_id, fence, countdown_s=countdown)
-
-    orm_event.listen(session, "after_commit", dispatch, once=True)
+    messages.after_commit(
+        session, lambda: messages.observe(operation_id, fence, countdown_s=countdown)
+    )
     return True
 
 
@@ -272,25 +241,16 @@ def _to_person(
 ) -> tuple[CheckOutcome, Receipt | None]:
     """The watch ended on a reading that went backwards: a person decides (HUMAN_REVIEW)."""
     previous = current_receipt(session, operation.id)
-    changed = change_state(
+    receipt = refer_inconsistent(
         session,
         operation,
-        to_state=OperationState.HUMAN_REVIEW,
-        verdict=Verdict.UNVERIFIABLE.value,
-        reason="inconsistent_reading",
-        verdict_class=None,
-        final=True,
-        decision=decision,
-        cause=INCONSISTENT_AT_WATCH_END,
-        now=now,
+        decision,
         details={"supersedes": previous.id if previous is not None else None},
-        changes={"next_observation_at": None, "enqueued_at": None},
+        now=now,
+        settings=settings,
     )
-    if not changed:
+    if receipt is None:
         return CheckOutcome.LOST_RACE, None
-    receipt = current_receipt(session, operation.id)
-    if receipt is None or (previous is not None and receipt.id == previous.id):
-        receipt = issue_receipt(session, operation, now=now, settings=settings)
     return CheckOutcome.INCONSISTENT, receipt
 
 

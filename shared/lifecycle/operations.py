@@ -1,11 +1,12 @@
-"""Operations in the record: the one place that changes an operation's state.
+"""Operations in the record: the one write of an operation's state.
 
 :func:`change_state` checks the core's lifecycle table, then writes the new state with
 ``UPDATE operations … WHERE id = :id AND version = :v AND state = :current``, bumps the
-version, issues the receipt when the new state is final with a verdict, and appends the
-transition to the workspace's audit chain last (its lock is held until commit) — all in the
-caller's transaction. It returns False when another writer got there first; the caller re-reads
-the operation and decides again.
+version, issues the receipt when its caller asks for one (``receipt=True``, only with a final
+verdict), and appends the transition to the workspace's audit chain last (its lock is held until
+commit) — all in the caller's transaction. It returns None when another writer got there first;
+the caller re-reads the operation and decides again. It is called only by the named steps of
+``shared.lifecycle.steps``, which say which moves exist and which of them issue a receipt.
 
 Also: :func:`facts_for` (what the engine needs besides observations) and
 :func:`decision_document` (a decision as the JSON stored on the operation). The contract an
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from typing import Any, cast
@@ -28,10 +30,11 @@ from shared.core.shown import shown_expected, shown_value
 from shared.core.state_machine import transition
 from shared.core.types import Decision, OperationFacts, OperationState
 from shared.db.audit import append_transition
-from shared.db.models import Operation
+from shared.db.models import Operation, Receipt
 from shared.runtime.settings import Settings
 
 __all__ = [
+    "StateChange",
     "change_state",
     "decision_document",
     "facts_for",
@@ -106,10 +109,18 @@ _FENCED_UPDATE = update(_OPERATIONS).where(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """A state change that was written: the receipt it issued, when it was asked to."""
+
+    receipt: Receipt | None = None
+
+
 def change_state(
     session: Session,
     op: Operation,
     *,
+    receipt: bool,
     to_state: OperationState | str,
     verdict: str | None,
     reason: str | None,
@@ -122,17 +133,20 @@ def change_state(
     changes: Mapping[str, Any] | None = None,
     settings: Settings | None = None,
     readings: Sequence[Any] | None = None,
-) -> bool:
-    """Move ``op`` to ``to_state`` with its verdict, fenced by ``op.version``.
+) -> StateChange | None:
+    """Move ``op`` to ``to_state`` with its verdict, fenced by ``op.version``; with ``receipt``,
+    issue the receipt of that final verdict (``ValueError`` for an open state or no verdict).
 
     ``changes`` are other columns written by the same fenced UPDATE (e.g. the action report);
     ``settings`` go to the receipt signer (default: the process settings); ``readings``, the
     latest readings ``decision`` was made from, read in this transaction, spare the receipt a
     second read of them (see :func:`shared.lifecycle.receipts.issue_receipt`).
-    Raises ``IllegalTransition`` when the lifecycle forbids the change. Returns False when the
+    Raises ``IllegalTransition`` when the lifecycle forbids the change. Returns None when the
     row changed underneath (another writer won); nothing is written then. A transition row is
     appended whenever the state, the verdict or the reason changes.
     """
+    if receipt and (not final or verdict is None):
+        raise ValueError("a receipt is issued only for a final verdict")
     current = OperationState(op.state)
     target = OperationState(to_state)
     transition(current, target)  # same-state steps too: a final state never repeats
@@ -156,19 +170,20 @@ def change_state(
     params.update(_op_id=op.id, _op_version=op.version, _op_state=current.value)
     result = session.connection().execute(_FENCED_UPDATE, params)
     if result.rowcount != 1:
-        return False
+        return None
     previous = (op.state, op.verdict, op.reason)
     for key, value in values.items():
         set_committed_value(op, key, value)
     if target.value != previous[0]:
         _count_transition_on_commit(session, target.value)
-    if final and verdict is not None:
+    issued = None
+    if receipt:
         # The receipt never reads the audit chain, so it is signed and stored before the
         # transition is appended: appending locks the workspace's chain until commit, and every
         # other state change of the workspace waits on that lock meanwhile.
         from shared.lifecycle.receipts import issue_receipt
 
-        issue_receipt(session, op, now=now, settings=settings, latest=readings)
+        issued = issue_receipt(session, op, now=now, settings=settings, latest=readings)
     if (target.value, verdict, reason) != previous:
         append_transition(
             session,
@@ -182,7 +197,7 @@ def change_state(
             now=now,
             details=details,
         )
-    return True
+    return StateChange(issued)
 
 
 _COUNTS_KEY = "provely_transitions_to_count"

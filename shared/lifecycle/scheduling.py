@@ -5,7 +5,10 @@ Every scheduled observation gets a new **fence** number (``operations.fence``) a
 message sent after commit carries the fence; a message whose fence is no longer the operation's
 is stale and dropped, and the observation of a fence is stored once (unique operation, fence,
 channel), so a message delivered twice, a wake and a sweeper re-send never make two readings of
-one fence.
+one fence. Every fence is written here: the schedule (:func:`schedule_observation`), a wake
+(:func:`wake`, :func:`wake_for_events`) and the rechecks of a watched operation
+(:func:`request_rechecks`, :func:`schedule_recheck`); the messages are sent by
+``shared.lifecycle.messages``.
 
 ``slot_at`` is the due time of the schedule's slot: :func:`schedule_observation` writes it with
 ``next_observation_at``, a wake leaves it, so a woken reading is an extra one and the schedule's
@@ -22,8 +25,7 @@ writer scheduled first); the caller re-reads and decides again.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +47,8 @@ from sqlalchemy.orm.attributes import set_committed_value
 from shared.core.types import OperationState
 from shared.db.models import Operation
 from shared.db.sql import driver_cursor, one_of
+from shared.lifecycle.watch import WATCHED_STATES
+from shared.runtime.queues import MAX_COUNTDOWN_S
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -57,14 +61,13 @@ __all__ = [
     "ScheduleConflict",
     "claim_reading",
     "counts_as_slot",
-    "dispatch_observe",
     "message_pending",
+    "request_rechecks",
     "schedule_observation",
+    "schedule_recheck",
     "wake",
     "wake_for_events",
 ]
-
-log = logging.getLogger(__name__)
 
 OBSERVABLE_STATES = (
     OperationState.ACTION_ACCEPTED.value,
@@ -94,12 +97,6 @@ class ScheduleConflict(RuntimeError):
     """The operation's fence changed since it was read; nothing was scheduled."""
 
 
-def _max_countdown_s() -> float:
-    from shared.runtime.celery_app import MAX_COUNTDOWN_S
-
-    return MAX_COUNTDOWN_S
-
-
 def schedule_observation(
     session: Session, operation: Operation, *, delay_ms: int, now: datetime
 ) -> int:
@@ -107,14 +104,15 @@ def schedule_observation(
 
     Written with ``UPDATE … WHERE fence = :current`` in the caller's transaction; raises
     :class:`ScheduleConflict` when another writer moved the fence first. After commit, send
-    the message with :func:`dispatch_observe` (countdown: the due time minus the clock).
+    the message with ``shared.lifecycle.messages.observe`` (countdown: the due time minus the
+    clock).
     """
     if delay_ms < 0:
         raise ValueError("delay_ms cannot be negative")
     current = operation.fence
     fence = current + 1
     due = now + timedelta(milliseconds=delay_ms)
-    enqueued_at = now if delay_ms / 1000.0 <= _max_countdown_s() else None
+    enqueued_at = now if delay_ms / 1000.0 <= MAX_COUNTDOWN_S else None
     result = session.execute(
         update(Operation)
         .where(Operation.id == operation.id, Operation.fence == current)
@@ -130,59 +128,53 @@ def schedule_observation(
     return fence
 
 
-def dispatch_observe(operation_id: str, fence: int, *, countdown_s: float) -> bool:
-    """Send ``observe(operation_id, fence)``; call only after the scheduling transaction commits.
+def schedule_recheck(
+    session: Session, operation: Operation, *, due: datetime, rechecks: int, now: datetime
+) -> int | None:
+    """Schedule the next try of a watched operation's recheck at ``due`` (``rechecks`` tries so
+    far, this one included); return its new fence, or None when another recheck moved the fence
+    on meanwhile (that one owns the schedule) or the operation is no longer watched.
 
-    Returns False when nothing was sent: the countdown is longer than the broker may hold (the
-    sweeper sends it when due) or the broker is unreachable (the sweeper re-sends it once it is
-    overdue). Never raises for a broker failure: the schedule in the database is the record.
+    Written in the caller's transaction with ``UPDATE … WHERE fence = :current``; after commit,
+    send ``messages.observe(operation.id, fence, countdown_s=due - now)``.
     """
-    from shared.runtime.celery_app import MAX_COUNTDOWN_S, OBSERVE_TASK, send
-
-    if countdown_s > MAX_COUNTDOWN_S:
-        return False
-    try:
-        # Delivered a little early: the task loads what it needs, then waits for the due time,
-        # so the reading itself happens on time.
-        send(OBSERVE_TASK, [operation_id, fence], countdown_s=countdown_s - OBSERVE_LEAD_S)
-    except Exception:  # the broker is down: the sweeper recovers from next_observation_at
-        log.warning(
-            "observe message for %s fence %s not sent",
-            operation_id,
-            fence,
-            exc_info=True,
-            extra={"operation_id": operation_id, "fence": fence},
+    fence = session.execute(
+        update(Operation)
+        .where(
+            Operation.id == operation.id,
+            Operation.fence == operation.fence,
+            Operation.state.in_(WATCHED_STATES),
         )
-        return False
-    return True
-
-
-def dispatch_observe_now(wakes: Sequence[tuple[str, int]]) -> bool:
-    """Observe each of ``wakes`` (``(operation_id, fence)``) at once: ``observe_many`` messages
-    of at most ``WAKES_PER_MESSAGE`` pairs each, in order, all through one producer (pipelined
-    on Redis); call only after the transaction that moved the fences commits.
-
-    Returns False when the broker could not take them (some may have gone): the sweeper
-    re-sends what is overdue (one ``observe`` message per operation). Never raises for a broker
-    failure, as :func:`dispatch_observe`.
-    """
-    from shared.runtime.celery_app import OBSERVE_MANY_TASK, WAKES_PER_MESSAGE, send_many
-
-    if not wakes:
-        return True
-    pairs = [[operation_id, fence] for operation_id, fence in wakes]
-    try:
-        send_many(
-            OBSERVE_MANY_TASK,
-            [
-                [pairs[start : start + WAKES_PER_MESSAGE]]
-                for start in range(0, len(pairs), WAKES_PER_MESSAGE)
-            ],
+        .values(
+            fence=Operation.fence + 1, next_observation_at=due, enqueued_at=now, rechecks=rechecks
         )
-    except Exception:  # the broker is down: the sweeper recovers from next_observation_at
-        log.warning("%d observe messages not sent", len(wakes), exc_info=True)
-        return False
-    return True
+        .returning(Operation.fence)
+        .execution_options(synchronize_session=False)
+    ).scalar_one_or_none()
+    return None if fence is None else int(fence)
+
+
+def request_rechecks(
+    session: Session, operation_ids: Iterable[str], *, now: datetime
+) -> list[tuple[str, int]]:
+    """Schedule a recheck of each watched (VERIFIED or FAILED) operation now (a new fence);
+    returns the ``(operation id, fence)`` pairs to dispatch after commit. The rechecks'
+    backoff starts again (``operations.rechecks``)."""
+    ids = sorted(set(operation_ids))
+    if not ids:
+        return []
+    moved = session.execute(
+        update(Operation)
+        .where(
+            one_of(session, Operation.id, ids),
+            Operation.state.in_(WATCHED_STATES),
+            Operation.watch_until > now,
+        )
+        .values(fence=Operation.fence + 1, next_observation_at=now, enqueued_at=now, rechecks=0)
+        .returning(Operation.id, Operation.fence)
+        .execution_options(synchronize_session=False)
+    ).all()
+    return sorted((str(op_id), int(fence)) for op_id, fence in moved)
 
 
 def _due_by(now: datetime | BindParameter[datetime]) -> ColumnElement[datetime]:
@@ -204,7 +196,7 @@ def wake(session: Session, operation_id: str, *, now: datetime) -> int | None:
     The fence moves on (atomically, ``fence = fence + 1``), so whatever message was pending for
     the previous fence becomes stale: a wake never makes two readings of one fence. Returns
     None when the operation is unknown, final or not observed yet (action not reported).
-    After commit, call ``dispatch_observe(operation_id, fence, countdown_s=0)``.
+    After commit, send ``messages.observe(operation_id, fence, countdown_s=0)``.
     """
     row = session.execute(
         update(Operation)
@@ -267,7 +259,7 @@ def wake_for_events(
 
     The others are woken as :func:`wake` does (due from now, or from the earlier time they
     were due at already), in one statement. Returns the ``(operation id, fence)`` pairs to
-    dispatch after commit (``dispatch_observe_now``), in id order.
+    dispatch after commit (``messages.observe_many``), in id order.
 
     The operations' rows are locked first (``FOR NO KEY UPDATE``, id order) and the claim is
     read after that: an observer's claim (an update of the row) either committed before (the

@@ -11,7 +11,8 @@ counted from the verdict: ``operations.watch_until``. Its webhook channels' key 
 event types are written to ``watch_keys`` in the transaction that writes the verdict
 (:func:`start_watch`). Every event a correlator takes from the backlog is looked up there by
 the key values it carries, one index probe per key (:func:`rechecks_for_events`): each watched
-operation it names gets a recheck (a new fence due now, the same marker an observation uses),
+operation it names gets a recheck (a new fence due now, the same marker an observation uses,
+written by ``shared.lifecycle.scheduling.request_rechecks``),
 whatever the event's correlation links are — a second refund's ``refund.created`` names the
 charge, not the operation.
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, insert, select, tuple_, update
+from sqlalchemy import delete, insert, select, tuple_
 from sqlalchemy.orm import Session
 
 from shared.core.contract import Contract
@@ -34,13 +35,11 @@ from shared.core.retry import retry_guidance
 from shared.core.types import Decision, OperationState, Verdict
 from shared.core.verifiers import verifier_of
 from shared.db.models import Operation, WatchKey
-from shared.db.sql import one_of
 
 __all__ = [
     "WATCHED_STATES",
     "end_expired_watches",
     "rechecks_for_events",
-    "request_rechecks",
     "start_watch",
     "watch_until",
     "watched_after",
@@ -134,29 +133,6 @@ def rechecks_for_events(
             if named:
                 found.setdefault(row.operation_id, set()).update(named)
     return found
-
-
-def request_rechecks(
-    session: Session, operation_ids: Iterable[str], *, now: datetime
-) -> list[tuple[str, int]]:
-    """Schedule a recheck of each watched (VERIFIED or FAILED) operation now (a new fence);
-    returns the ``(operation id, fence)`` pairs to dispatch after commit. The rechecks'
-    backoff starts again (``operations.rechecks``)."""
-    ids = sorted(set(operation_ids))
-    if not ids:
-        return []
-    moved = session.execute(
-        update(Operation)
-        .where(
-            one_of(session, Operation.id, ids),
-            Operation.state.in_(WATCHED_STATES),
-            Operation.watch_until > now,
-        )
-        .values(fence=Operation.fence + 1, next_observation_at=now, enqueued_at=now, rechecks=0)
-        .returning(Operation.id, Operation.fence)
-        .execution_options(synchronize_session=False)
-    ).all()
-    return sorted((str(op_id), int(fence)) for op_id, fence in moved)
 
 
 def end_expired_watches(session: Session, *, now: datetime, limit: int = 1000) -> int:

@@ -5,7 +5,8 @@ Modules:
 
 - ``settings``     every ``PROVELY_*`` knob (pydantic-settings), read once per process
 - ``datafiles``    the embedded default's data directory and its owner-only files
-- ``celery_app``   the Celery application: queues, task names, broker settings, ``send``
+- ``queues``       the names of the tasks and queues, the bounds of a message (no Celery app)
+- ``celery_app``   the Celery application: queues, broker settings, the ``send`` transport
 - ``logs``         structlog: one JSON line per log record, the operation id bound to it
 - ``metrics``      the Prometheus metrics of every service, and where they are served
 - ``celery_hooks`` a task's context in its logs, its queue lag and outcome in the metrics

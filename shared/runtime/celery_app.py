@@ -26,8 +26,10 @@ worker's blocking loop acknowledges finished tasks at once (see :class:`Embedded
 Only this process's kombu registry is touched.
 
 Task bodies live in ``services.observer.tasks`` and ``services.verdict.tasks``; the worker loads
-them by name (``include``), and senders address tasks by name (:func:`send`), so ``shared`` never
-imports a service.
+them by name (``include``), and senders address tasks by name, so ``shared`` never imports a
+service. Every message is built and sent by ``shared.lifecycle.messages`` (keyword payloads),
+over :func:`send` and :func:`send_many` here; the names of tasks and queues are in
+``shared.runtime.queues``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,17 @@ from kombu.utils.uuid import uuid
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from shared.runtime.datafiles import private_file, sqlite_file_of
+from shared.runtime.queues import (
+    CORRELATE_QUEUE,
+    CORRELATE_TASK,
+    EVALUATE_TASK,
+    MAX_COUNTDOWN_S,
+    OBSERVE_MANY_TASK,
+    OBSERVE_QUEUE,
+    OBSERVE_TASK,
+    VERDICT_QUEUE,
+    WAKES_PER_MESSAGE,
+)
 from shared.runtime.settings import Settings, get_settings
 
 __all__ = [
@@ -65,27 +78,8 @@ __all__ = [
     "send",
 ]
 
-OBSERVE_TASK = "provely.observe"
-OBSERVE_MANY_TASK = "provely.observe_many"
-CORRELATE_TASK = "provely.correlate"
-EVALUATE_TASK = "provely.evaluate"
-OBSERVE_QUEUE = "observe"
-CORRELATE_QUEUE = "correlate"
-VERDICT_QUEUE = "verdict"
-
-WAKES_PER_MESSAGE = 16
-"""Most wakes one ``provely.observe_many`` message carries: a message costs its sender about as
-much as the correlation of one event, and one observer process reads them all at once."""
-
 EMBEDDED_POLLING_INTERVAL_S = 0.1
 """How often an idle embedded worker looks for new messages in the SQLite broker."""
-
-MAX_COUNTDOWN_S = 60.0
-"""The longest countdown put on a message (the longest wait of the shipped contracts' polling).
-A later observation is sent by the sweeper when it comes due. A worker holds every countdown
-message it has taken until it is due, so this bounds what the observer keeps in memory to the
-observations of the next minute, however many operations wait longer (and keeps any message far
-inside the broker's visibility timeout, past which Redis would deliver it twice)."""
 
 REDIS_VISIBILITY_TIMEOUT_S = 1800
 """Redis redelivers an unacknowledged message after this long. It must exceed the longest
@@ -282,25 +276,30 @@ def _create_app() -> Celery:
 app = _create_app()
 
 
-def _cheap_options(args: list[Any]) -> dict[str, Any]:
+def _cheap_options(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Options that spare Celery work it would redo for every message: the arguments' display
-    form (``argsrepr``; Celery's ``saferepr`` cost ~25 µs of the ~150 µs a message takes) and
+    form (``kwargsrepr``; Celery's ``saferepr`` cost ~25 µs of the ~150 µs a message takes) and
     the queue's declaration (kombu copies and binds the queue and its exchange for every
     publish before finding it declared; the workers declare their queues when they start, and
     on Redis and the embedded broker a message to an undeclared queue is kept all the same)."""
-    return {"argsrepr": _shown(args), "kwargsrepr": "{}", "declare": []}
+    return {"argsrepr": "()", "kwargsrepr": _shown(kwargs), "declare": []}
 
 
-def _shown(args: list[Any]) -> str:
-    """What Celery would show of a message's arguments: their repr, or () for none."""
-    return repr(args) if args else "()"
+def _shown(kwargs: dict[str, Any]) -> str:
+    """What Celery would show of a message's keyword arguments: their repr, or {} for none."""
+    return repr(kwargs) if kwargs else "{}"
 
 
-def send(task_name: str, args: list[Any], *, countdown_s: float = 0.0) -> None:
-    """Send ``task_name`` by name (routed to its queue); the caller has committed already."""
+def send(task_name: str, kwargs: dict[str, Any], *, countdown_s: float = 0.0) -> None:
+    """Send ``task_name`` by name (routed to its queue) with keyword arguments ``kwargs``; the
+    caller has committed already. The transport of ``shared.lifecycle.messages``, which builds
+    every message: send through that module, not this function."""
     countdown = max(0.0, countdown_s)
     app.send_task(
-        task_name, args=args, countdown=countdown if countdown > 0 else None, **_cheap_options(args)
+        task_name,
+        kwargs=kwargs,
+        countdown=countdown if countdown > 0 else None,
+        **_cheap_options(kwargs),
     )
 
 
@@ -308,11 +307,11 @@ SEND_BATCH = 500
 """Most messages one broker round trip carries in :func:`send_many`."""
 
 
-def send_many(task_name: str, many_args: Sequence[list[Any]]) -> None:
-    """Send one ``task_name`` message per entry of ``many_args``, due at once, through one
-    producer; on Redis they go in pipelined round trips (kombu's publish batch) instead of one
-    round trip each. A failure raises and may leave part of them sent: the caller's schedule in
-    the database is the record, as for :func:`send`.
+def send_many(task_name: str, many_kwargs: Sequence[dict[str, Any]]) -> None:
+    """Send one ``task_name`` message per entry of ``many_kwargs`` (its keyword arguments), due
+    at once, through one producer; on Redis they go in pipelined round trips (kombu's publish
+    batch) instead of one round trip each. A failure raises and may leave part of them sent:
+    the caller's schedule in the database is the record, as for :func:`send`.
 
     The messages are built and published by Celery's message layer (``app.amqp``:
     ``create_task_message``, ``send_task_message``), which ``send_task`` calls too, with the
@@ -320,19 +319,19 @@ def send_many(task_name: str, many_args: Sequence[list[Any]]) -> None:
     need: a registry lookup, options merged again, parent tracking, a result object, a reply
     queue for results that are ignored. Through ``send_task`` a message cost ~80 µs of CPU,
     this way ~46."""
-    if not many_args:
+    if not many_kwargs:
         return
     amqp = app.amqp
     route = amqp.router.route({"declare": []}, task_name, (), {}, None)
     with app.producer_or_acquire() as producer, producer.batch(max_size=SEND_BATCH):
-        for args in many_args:
+        for kwargs in many_kwargs:
             message = amqp.create_task_message(
                 uuid(),
                 task_name,
-                args,
-                {},
-                argsrepr=_shown(args),
-                kwargsrepr="{}",
+                (),
+                kwargs,
+                argsrepr="()",
+                kwargsrepr=_shown(kwargs),
                 ignore_result=True,
             )
             # retry=False: nothing goes out before the batch's flush, which raises

@@ -14,7 +14,6 @@ from typing import Any
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from services.ingress.api.creation import AWAITING_ACTION
 from services.ingress.api.lookup import state_conflict
 from services.ingress.api.schemas import ActionReportIn
 from services.ingress.problems import ApiError, FieldProblem
@@ -28,13 +27,12 @@ from shared.intake.correlate import correlate_pending_events
 from shared.intake.ignored import name_ignored
 from shared.intake.results import IntakeResult
 from shared.lifecycle.contracts import contract_for, provider_skill
-from shared.lifecycle.operations import change_state, facts_for
+from shared.lifecycle.operations import facts_for
 from shared.lifecycle.scheduling import schedule_observation, wake
+from shared.lifecycle.steps import accept_action, report_action_started, start_observing
 from shared.runtime.settings import Settings
 
 __all__ = ["Scheduled", "record_action", "request_verification"]
-
-AWAITING_EVIDENCE = "awaiting_evidence"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,23 +80,7 @@ def record_action(
     if report.phase == "started":
         if state is not OperationState.CREATED:
             raise state_conflict(op, f"the action was already reported (state {op.state})")
-        _must_change(
-            change_state(
-                session,
-                op,
-                to_state=OperationState.ACTION_STARTED,
-                verdict=Verdict.PENDING.value,
-                reason=AWAITING_ACTION,
-                verdict_class=None,
-                final=False,
-                decision=None,
-                cause="action_started",
-                now=now,
-                changes={"action_phase": "started"},
-                settings=settings,
-            ),
-            op,
-        )
+        _must_change(report_action_started(session, op, now=now, settings=settings), op)
         return Scheduled()
     if state not in (OperationState.CREATED, OperationState.ACTION_STARTED):
         raise state_conflict(op, f"the action was already reported (state {op.state})")
@@ -137,38 +119,25 @@ def record_action(
             set_committed_value(op, key, value)  # so the subject identity sees the result
         base["subject_id"] = _subject_id(contract, op)
         _must_change(
-            change_state(
+            accept_action(
                 session,
                 op,
-                to_state=OperationState.ACTION_ACCEPTED,
-                verdict=Verdict.PENDING.value,
-                reason="action_accepted",
-                verdict_class=None,
-                final=False,
-                decision=None,
-                cause="action_result",
-                now=now,
-                details={"http_status": report.http_status},
                 changes=base,
+                http_status=report.http_status,
+                now=now,
                 settings=settings,
             ),
             op,
         )
         base = {}
     _must_change(
-        change_state(
+        start_observing(
             session,
             op,
-            to_state=OperationState.OBSERVING,
-            verdict=Verdict.PENDING.value,
-            reason=AWAITING_EVIDENCE,
-            verdict_class=None,
-            final=False,
-            decision=None,
             cause=_report_cause(report, base),
-            now=now,
             details={"http_status": report.http_status} if report.phase == "error" else None,
             changes=base or None,
+            now=now,
             settings=settings,
         ),
         op,

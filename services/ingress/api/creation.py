@@ -24,6 +24,7 @@ from shared.db.audit import append_transition
 from shared.db.models import Operation, Workspace
 from shared.db.tenants import new_id
 from shared.lifecycle.contracts import ContractNotFound, ResolvedContract, find_contract
+from shared.lifecycle.steps import AWAITING_ACTION
 from shared.runtime.settings import Settings
 
 __all__ = [
@@ -34,8 +35,6 @@ __all__ = [
     "create_operation",
     "prepare_operation",
 ]
-
-AWAITING_ACTION = "awaiting_action_report"
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from services.ingress.problems import error_responses
 from shared.core.types import OperationState
 from shared.db.models import Operation
 from shared.intake.ignored import count_ignored
+from shared.lifecycle import messages
 
 __all__ = ["router"]
 
@@ -46,9 +47,7 @@ def _dispatch(operation_id: str, scheduled: Scheduled) -> None:
         count_ignored([scheduled.ignored])
     if scheduled.fence is None:
         return
-    from shared.lifecycle.scheduling import dispatch_observe
-
-    dispatch_observe(operation_id, scheduled.fence, countdown_s=scheduled.countdown_s)
+    messages.observe(operation_id, scheduled.fence, countdown_s=scheduled.countdown_s)
 
 
 @router.post(

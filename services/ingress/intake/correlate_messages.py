@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from shared.lifecycle import messages
+
 __all__ = ["MIN_SEND_INTERVAL_S", "correlation_requests"]
 
 log = logging.getLogger(__name__)
@@ -23,9 +25,7 @@ MIN_SEND_INTERVAL_S = 0.1
 
 
 def _send_correlate() -> None:
-    from shared.runtime.celery_app import CORRELATE_TASK, send
-
-    send(CORRELATE_TASK, [])
+    messages.correlate()
 
 
 class _CorrelationRequests:

@@ -124,7 +124,9 @@ def test_the_request_id_travels_with_the_messages_the_request_sends(
     with sqlite3.connect(tmp_path / "broker.db") as db:
         payloads = [row[0] for row in db.execute("SELECT payload FROM kombu_message")]
     headers = [json.loads(p)["headers"] for p in payloads]
-    observe = [h for h in headers if h.get("task") == "provely.observe" and op_id in h["argsrepr"]]
+    observe = [
+        h for h in headers if h.get("task") == "provely.observe" and op_id in h["kwargsrepr"]
+    ]
     assert observe, headers
     assert all(h[REQUEST_ID_HEADER] == "agent-run-42" for h in observe)
 

@@ -58,6 +58,7 @@ def force_state(api: Api, op_id: str, steps: list[tuple[OperationState, str, str
             assert change_state(
                 session,
                 op,
+                receipt=final,
                 to_state=state,
                 verdict=verdict,
                 reason=reason,

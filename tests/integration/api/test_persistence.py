@@ -151,6 +151,7 @@ def test_change_state_is_fenced_by_version(engine: Engine) -> None:
         assert change_state(
             s2,
             op2,
+            receipt=False,
             to_state=OperationState.ACTION_STARTED,
             verdict=None,
             reason=None,
@@ -165,6 +166,7 @@ def test_change_state_is_fenced_by_version(engine: Engine) -> None:
     assert not change_state(
         s1,
         op1,
+        receipt=False,
         to_state=OperationState.ACTION_STARTED,
         verdict=None,
         reason=None,
@@ -189,6 +191,7 @@ def test_change_state_is_fenced_by_version(engine: Engine) -> None:
             change_state(
                 s,
                 op,
+                receipt=False,
                 to_state=OperationState.VERIFIED,
                 verdict="VERIFIED",
                 reason="x",

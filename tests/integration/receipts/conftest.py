@@ -1,5 +1,5 @@
 """Receipts on the real record: settings pointing at the migrated PostgreSQL database, and a
-Stripe refund operation driven through the real engine and ``change_state``."""
+Stripe refund operation driven through the real engine and ``apply_decision``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from shared.core.context import build_context
-from shared.core.engine import decide, state_after
+from shared.core.engine import decide
 from shared.core.events import reduce_events
 from shared.core.types import Decision, EventRecord, Observation, ObservationStatus
 from shared.db.audit import append_transition
@@ -25,7 +25,8 @@ from shared.db.models import Event, Operation, OperationEvent, Workspace
 from shared.db.models import Observation as ObservationRow
 from shared.evidence.webhooks import evidence_keys
 from shared.lifecycle.contracts import contract_for, find_contract
-from shared.lifecycle.operations import change_state, facts_for
+from shared.lifecycle.operations import facts_for
+from shared.lifecycle.steps import apply_decision
 from shared.lifecycle.watch import start_watch, watch_until
 from shared.runtime.settings import Settings, get_settings
 
@@ -36,7 +37,7 @@ T0 = datetime(2026, 11, 30, 8, 0, 0, 250000, tzinfo=UTC)
 def settings(
     migrated_postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Settings]:
-    """Process settings for the test: ``change_state`` issues receipts with ``get_settings()``."""
+    """Process settings for the test: the steps issue receipts with ``get_settings()``."""
     monkeypatch.setenv("PROVELY_DATABASE_URL", migrated_postgres_url)
     monkeypatch.setenv("PROVELY_SECRET_KEY", Fernet.generate_key().decode())
     monkeypatch.setenv("PROVELY_DATA_DIR", str(tmp_path / "data"))
@@ -265,18 +266,14 @@ class RefundFlow:
         now: datetime,
         changes: dict[str, Any] | None = None,
     ) -> bool:
-        return change_state(
+        return apply_decision(
             session,
             op,
-            to_state=state_after(decision),
-            verdict=decision.verdict.value,
-            reason=decision.reason,
-            verdict_class=decision.class_,
-            final=decision.final,
-            decision=decision,
+            decision,
             cause="evaluation",
+            changes=changes or {},
             now=now,
-            changes=changes,
+            readings=None,
         )
 
     def verified(self, session: Session) -> Operation:

@@ -26,7 +26,8 @@ from shared.evidence.webhooks import reduce_events
 from shared.lifecycle.contracts import contract_for
 from shared.lifecycle.late_evidence import CheckOutcome, needs_recheck, recheck_verified
 from shared.lifecycle.operations import facts_for
-from shared.lifecycle.watch import rechecks_for_events, request_rechecks
+from shared.lifecycle.scheduling import request_rechecks
+from shared.lifecycle.watch import rechecks_for_events
 from tests.integration.receipts.conftest import T0, RefundFlow, sha
 from tests.integration.receipts.test_recheck import latest
 
@@ -41,7 +42,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, float]]:
         calls.append((operation_id, fence, countdown_s))
         return True
 
-    monkeypatch.setattr("shared.lifecycle.scheduling.dispatch_observe", record)
+    monkeypatch.setattr("shared.lifecycle.messages.observe", record)
     return calls
 
 

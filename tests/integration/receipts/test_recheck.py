@@ -17,7 +17,8 @@ from shared.db.models import Operation
 from shared.db.session import session_scope
 from shared.lifecycle.contracts import contract_for
 from shared.lifecycle.late_evidence import CheckOutcome, needs_recheck, recheck_verified
-from shared.lifecycle.watch import rechecks_for_events, request_rechecks
+from shared.lifecycle.scheduling import request_rechecks
+from shared.lifecycle.watch import rechecks_for_events
 from tests.integration.receipts.conftest import T0, RefundFlow
 
 pytestmark = pytest.mark.integration
@@ -51,7 +52,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, float]]:
         calls.append((operation_id, fence, countdown_s))
         return True
 
-    monkeypatch.setattr("shared.lifecycle.scheduling.dispatch_observe", record)
+    monkeypatch.setattr("shared.lifecycle.messages.observe", record)
     return calls
 
 

@@ -72,7 +72,7 @@ def test_event_of_the_subject_links_strongly_and_wakes(
     assert queue.llen(key) == queued + 1
     message = json.loads(queue.lindex(key, 0))
     assert message["headers"]["task"] == "provely.observe_many"
-    assert message["headers"]["argsrepr"] == repr([[[op_id, after.fence]]])
+    assert message["headers"]["kwargsrepr"] == repr({"pairs": [[op_id, after.fence]]})
 
 
 def test_keys_the_event_carries_are_stored(

@@ -91,7 +91,7 @@ def test_the_answer_comes_before_correlation_and_one_message_asks_for_it(
     assert correlate_pending(pg_engine) == 1
     assert correlate_pending(pg_engine) == 0
     woken = json.loads(queue.lindex(QUEUE_PREFIX + "observe", 0))
-    assert woken["headers"]["argsrepr"] == repr([[[op_id, 2]]])
+    assert woken["headers"]["kwargsrepr"] == repr({"pairs": [[op_id, 2]]})
     assert pending(pg_engine) == []
     assert links(pg_engine, op_id) == [("evt_b1", "resource_id", "strong")]
     assert load_operation(pg_engine, op_id).fence == 2
@@ -389,31 +389,32 @@ def test_a_report_links_an_event_a_correlator_has_claimed_without_deadlock(
 def test_the_wakes_of_one_transaction_go_to_redis_in_messages_of_a_few_each(
     client: TestClient, redis_url: str
 ) -> None:
-    """``dispatch_observe_now`` sends ``observe_many`` messages of at most ``WAKES_PER_MESSAGE``
-    wakes each, in order, pipelined (kombu's publish batch) on the observe queue."""
+    """``messages.observe_many`` sends ``observe_many`` messages of at most ``WAKES_PER_MESSAGE``
+    wakes each, in order, pipelined (kombu's publish batch) on the observe queue, the wakes
+    as the task's keyword ``pairs``."""
     import redis
 
-    from shared.lifecycle.scheduling import dispatch_observe_now
-    from shared.runtime.celery_app import OBSERVE_TASK, WAKES_PER_MESSAGE, send
+    from shared.lifecycle import messages
+    from shared.runtime.queues import WAKES_PER_MESSAGE
 
     queue = redis.Redis.from_url(redis_url)
     key = QUEUE_PREFIX + "observe"
     queue.delete(key)
     wakes = [(f"op_batch_{i:04d}", i + 2) for i in range(7000)]  # more than one round trip
-    assert dispatch_observe_now(wakes) is True
+    assert messages.observe_many(wakes) is True
     count = -(-7000 // WAKES_PER_MESSAGE)
     assert queue.llen(key) == count
     sent = [json.loads(raw) for raw in reversed(queue.lrange(key, 0, -1))]  # LPUSH: newest first
     assert [m["headers"]["task"] for m in sent] == ["provely.observe_many"] * count
-    carried = [pair for m in sent for pair in json.loads(base64.b64decode(m["body"]))[0][0]]
+    bodies = [json.loads(base64.b64decode(m["body"])) for m in sent]
+    assert {len(args) for args, _, _ in bodies} == {0}  # no positional arguments
+    carried = [pair for _, kwargs, _ in bodies for pair in kwargs["pairs"]]
     assert carried == [[op, f] for op, f in wakes]
-    assert max(len(json.loads(base64.b64decode(m["body"]))[0][0]) for m in sent) == (
-        WAKES_PER_MESSAGE
-    )
+    assert max(len(kwargs["pairs"]) for _, kwargs, _ in bodies) == WAKES_PER_MESSAGE
     assert len({m["headers"]["id"] for m in sent}) == count
-    # the same message as one ``send`` makes (the same headers, routed to the same queue)
+    # the same message as one ``observe`` makes (the same headers, routed to the same queue)
     queue.delete(key)
-    send(OBSERVE_TASK, ["op_single", 2])
+    assert messages.observe("op_single", 2, countdown_s=0) is True
     single = json.loads(queue.lindex(key, 0))
     assert set(sent[0]["headers"]) == set(single["headers"])
     assert sent[0]["properties"]["delivery_info"] == single["properties"]["delivery_info"]

@@ -7,7 +7,7 @@
   ``PROVELY_*`` variables to use the session's database and a random Redis db index. The observer
   can be killed (SIGKILL of its whole process group) and restarted.
 - helpers that create a workspace, its connection, a short-timing contract and operations the
-  way the action report does (state ACTION_ACCEPTED, first observation scheduled, then sent).
+  as the action report leaves them (state OBSERVING, first observation scheduled, then sent).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from sqlalchemy import Engine, select
 from shared.core.contract import Contract, contract_hash
 from shared.db.models import Connection, CustomContract, Observation, Operation, Workspace
 from shared.db.session import make_engine, session_scope
-from shared.lifecycle.scheduling import dispatch_observe, schedule_observation
+from shared.lifecycle.messages import observe as dispatch_observe
+from shared.lifecycle.scheduling import schedule_observation
 from shared.runtime.settings import Settings
 from shared.trust.secrets import encrypt, encrypt_webhook_secrets
 from tests.integration.conftest import truncate_all
@@ -568,7 +569,8 @@ def create_operations(
     dispatch: bool = True,
 ) -> list[tuple[str, datetime]]:
     """Operations whose action was reported (refund id, charge, amount), first observation
-    scheduled and its message sent after commit — what the action report does."""
+    scheduled and its message sent after commit — what the action report commits (it moves the
+    operation through ACTION_ACCEPTED to OBSERVING in one transaction)."""
     made: list[tuple[str, datetime, int]] = []
     delay = tenant.contract.timing.initial_delay_ms
     with session_scope(cluster.engine) as session:
@@ -584,7 +586,9 @@ def create_operations(
                 contract_hash=contract_hash(tenant.contract),
                 completion_level="succeeded",
                 custom_contract_id=tenant.contract_row_id,
-                state="ACTION_ACCEPTED",
+                state="OBSERVING",
+                verdict="PENDING",
+                reason="awaiting_evidence",
                 final=False,
                 version=1,
                 input={"charge": charge, "amount": amount, "currency": "usd"},

@@ -13,7 +13,8 @@ from shared.core.schedule import next_observation_delay
 from shared.core.types import OperationState, Verdict
 from shared.db.models import Observation, Transition
 from shared.db.session import session_scope
-from shared.lifecycle.scheduling import dispatch_observe, wake
+from shared.lifecycle.messages import observe as dispatch_observe
+from shared.lifecycle.scheduling import wake
 from tests.integration.workers.conftest import (
     Cluster,
     FakeProvider,

@@ -29,7 +29,14 @@ def world(
 
 
 def _cell(driver: webdriver.Chrome, name: str) -> str:
-    return str(driver.find_element(By.CSS_SELECTOR, f'#summary [data-field="{name}"]').text)
+    """A summary cell's text, read in one script: the page's polling re-renders the summary, so
+    an element found by one WebDriver call may be replaced before the next reads it."""
+    return str(
+        driver.execute_script(
+            "const c = document.querySelector(arguments[0]); return c ? c.innerText : '';",
+            f'#summary [data-field="{name}"]',
+        )
+    )
 
 
 def test_an_operation_goes_verified_on_screen_and_its_timeline_shows_the_evidence(
@@ -74,12 +81,14 @@ def test_an_operation_goes_verified_on_screen_and_its_timeline_shows_the_evidenc
         )
         timeline = api.get(f"/v1/operations/{op_id}/timeline").json()["entries"]
         browser.refresh()  # the page as a person opens it later: every entry of the API's view
-        rows = browser.find_elements(By.CSS_SELECTOR, "#timeline tbody tr")
-        kinds = [row.get_attribute("data-kind") for row in rows]
+        kinds = browser.execute_script(
+            "return [...document.querySelectorAll('#timeline tbody tr')]"
+            ".map((row) => row.getAttribute('data-kind'));"
+        )
         assert kinds[: len(timeline)] == [entry["kind"] for entry in timeline]
         assert "observation" in kinds
         assert "event" in kinds
-        text = browser.find_element(By.ID, "timeline").text
+        text = browser.execute_script("return document.getElementById('timeline').innerText;")
         for entry in timeline:
             if entry["kind"] == "event":
                 assert entry["event_id"] in text

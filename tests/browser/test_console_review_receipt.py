@@ -62,6 +62,7 @@ def _in_human_review(ingress: LoneIngress) -> str:
             cause="deadline",
             now=datetime.now(UTC),
             settings=ingress.settings,
+            receipt=True,
         )
     return op_id
 

@@ -105,6 +105,7 @@ class ReviewOut(_Model):
     note: str
     reviewed_at: datetime
     reviewed_by: str
+    receipt_id: str | None = None
 
 
 class OperationOut(_Model):

@@ -4,7 +4,7 @@ Python's ``json`` parser recurses once per nesting level and raises ``RecursionE
 1,000 levels (fewer under a deep call stack). :class:`StorableJsonRoute` routes parse the body
 themselves: a body too deep for the parser is refused like any value nested deeper than
 ``MAX_JSON_DEPTH`` — 422 naming the place (``shared.core.storable.too_deep_in_text``) — and
-everything shallower is checked by the request models (``services.ingress.api.schemas._In``).
+everything shallower is checked by the request models (``services.ingress.models.RequestModel``).
 """
 
 from __future__ import annotations

@@ -13,11 +13,12 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from services.ingress.deps import Caller, app_engine, transaction
+from services.ingress.models import ResponseModel as _Out
 from services.ingress.problems import ApiError, FieldProblem, error_responses
 from shared.db.models import Event, RefusedDelivery
 from shared.intake.contracts import uncounted_by_contracts
@@ -29,10 +30,6 @@ router = APIRouter(prefix="/v1/deliveries", tags=["deliveries"])
 
 _STORED, _REFUSED = 1, 0
 """Ranks in the order of a page (newest first; at the same time, stored before refused)."""
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
 
 
 class DeliveryOut(_Out):

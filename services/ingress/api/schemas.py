@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 
-from services.ingress.problems import unstorable_problem
-from shared.core.storable import unstorable
+from services.ingress.models import RequestModel as _In
+from services.ingress.models import ResponseModel as _Out
 
 __all__ = [
     "ActionOut",
@@ -34,28 +34,6 @@ __all__ = [
 ]
 
 _SEMVER = r"^\d+\.\d+\.\d+$"
-
-
-class _In(BaseModel):
-    """A request body: no unknown fields, and nothing that cannot be stored (a non-finite
-    number, a NUL character, a lone surrogate, nesting deeper than ``MAX_JSON_DEPTH``): such a
-    body is refused with 422 naming the place (``input.a[2].b``), before any field is read."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _storable(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for name, value in data.items():
-                found = unstorable(value, field=str(name))
-                if found is not None:
-                    raise unstorable_problem(found)
-        return data
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
 
 
 class CreateOperationIn(_In):

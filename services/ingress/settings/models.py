@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 
-from services.ingress.problems import unstorable_problem
-from shared.core.storable import unstorable
+from services.ingress.models import RequestModel as _In
+from services.ingress.models import ResponseModel as _Out
 
 __all__ = [
     "ApiKeyCreated",
@@ -24,26 +24,6 @@ __all__ = [
 ]
 
 Scope = Literal["agent", "admin"]
-
-
-class _In(BaseModel):
-    """A request body: no unknown fields, nothing a table cannot hold (a NUL character …)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _storable(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for name, value in data.items():
-                found = unstorable(value, field=str(name))
-                if found is not None:
-                    raise unstorable_problem(found)
-        return data
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
 
 
 class ApiKeyIn(_In):

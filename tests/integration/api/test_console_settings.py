@@ -319,6 +319,7 @@ def test_a_contract_with_a_lint_error_shows_it_beside_its_line(api: Api) -> None
         ("a: &x [1]\nb: *x\n", "yaml", 400, "anchors and aliases"),
         ("x: " + "y" * 70_000, "yaml", 413, "at most"),
     ],
+    ids=["unclosed-yaml", "unclosed-json", "empty", "aliases", "too-large"],
 )
 def test_an_unreadable_contract_is_a_sentence_on_the_page(
     api: Api, document: str, fmt: str, status: int, says: str

@@ -63,7 +63,15 @@ from shared.core.storable import unstorable
 from shared.db.models import CustomContract
 from shared.trust.registry import RegistryError, get_registry
 
-__all__ = ["JSON_TYPES", "REQUEST_FILE", "YAML_TYPES", "LintProblem", "router"]
+__all__ = [
+    "JSON_TYPES",
+    "REQUEST_FILE",
+    "YAML_TYPES",
+    "LintProblem",
+    "lint_upload",
+    "router",
+    "store_contract",
+]
 
 router = APIRouter(prefix="/v1/contracts", tags=["contracts"])
 
@@ -272,6 +280,22 @@ def _lint(body: bytes, media_type: str) -> Contract:
     return contract
 
 
+async def lint_upload(body: bytes, media_type: str, *, timeout: float) -> Contract:
+    """The uploaded document parsed and linted in a worker thread, within ``timeout`` seconds:
+    what ``POST /v1/contracts`` and the console's upload form both do. Raises :class:`ApiError`
+    (400, 415, 422 with ``errors`` carrying each finding's line)."""
+    try:
+        with anyio.fail_after(timeout):
+            return await anyio.to_thread.run_sync(_lint, body, media_type, abandon_on_cancel=True)
+    except TimeoutError:
+        raise ApiError(
+            422,
+            "contract-too-complex",
+            f"the contract did not parse and lint within {timeout:g} s "
+            "(PROVELY_CONTRACT_PARSE_TIMEOUT_SECONDS); send a smaller document",
+        ) from None
+
+
 def _create(
     request: Request, workspace_id: str, contract: Contract
 ) -> tuple[ContractSummary, bool]:
@@ -326,19 +350,9 @@ async def _read_bounded(request: Request, limit: int) -> bytes:
 async def upload(request: Request, response: Response, who: AdminCaller) -> ContractSummary:
     settings = app_settings(request)
     body = await _read_bounded(request, settings.contract_max_bytes)
-    timeout = settings.contract_parse_timeout_seconds
-    try:
-        with anyio.fail_after(timeout):
-            contract = await anyio.to_thread.run_sync(
-                _lint, body, _media_type(request), abandon_on_cancel=True
-            )
-    except TimeoutError:
-        raise ApiError(
-            422,
-            "contract-too-complex",
-            f"the contract did not parse and lint within {timeout:g} s "
-            "(PROVELY_CONTRACT_PARSE_TIMEOUT_SECONDS); send a smaller document",
-        ) from None
+    contract = await lint_upload(
+        body, _media_type(request), timeout=settings.contract_parse_timeout_seconds
+    )
     summary, new = await run_in_threadpool(_create, request, who.workspace_id, contract)
     response.status_code = 201 if new else 200
     response.headers["Location"] = f"/v1/contracts/{summary.id}?version={summary.version}"

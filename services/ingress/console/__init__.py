@@ -1,11 +1,12 @@
 """The operators' console at ``/console``: server-rendered pages for the people of a workspace.
 
-Owns: signing in with the workspace's admin key (a server-side session in a cookie, a CSRF
-token per session on every form, refused sign-ins counted in the record and slowed), the
-operations list (filters, keyset paging, verdicts refreshed by polling a small JSON answer),
-one operation as a timeline with its receipts, and the review queue. Templates are in
-``templates/`` and the CSS and plain JavaScript in ``static/``, shipped in the wheel; nothing is
-loaded from elsewhere and nothing is built.
+Owns: signing in with the workspace's admin key or as a console user an admin created (a
+server-side session in a cookie, a CSRF token per session on every form, refused sign-ins
+counted in the record and slowed), the operations list (filters, keyset paging, verdicts
+refreshed by polling a small JSON answer), one operation as a timeline with its receipts, the
+review queue, and the console users screen. Templates are in ``templates/`` and the CSS and
+plain JavaScript in ``static/``, shipped in the wheel; nothing is loaded from elsewhere and
+nothing is built.
 
 Modules:
 
@@ -13,6 +14,7 @@ Modules:
 - ``auth``     the session cookie, the CSRF check, sign-in limits; ``SignInRequired``
 - ``sign_in``  ``/console/sign-in`` and ``/console/sign-out``
 - ``pages``    operations, one operation, the live JSON, the review queue and a review
+- ``users``    the console users of the workspace (admin-key sessions): list, create, disable
 
 May import: the ingress's own views, listing and lookups (a page shows what the API shows, read
 the same way), ``shared.lifecycle``, ``shared.db`` and the runtime settings; never another
@@ -34,6 +36,7 @@ from services.ingress.console.auth import SignInRequired, redirect_to_sign_in
 from services.ingress.console.pages import router as pages_router
 from services.ingress.console.render import STATIC
 from services.ingress.console.sign_in import router as sign_in_router
+from services.ingress.console.users import router as users_router
 
 __all__ = ["install_console"]
 
@@ -42,5 +45,6 @@ def install_console(app: FastAPI) -> None:
     """Serve the console (its pages and static files) from ``app``."""
     app.include_router(sign_in_router)
     app.include_router(pages_router)
+    app.include_router(users_router)
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")
     app.add_exception_handler(SignInRequired, redirect_to_sign_in)

@@ -208,7 +208,7 @@ def _review(request: Request, operation_id: str, form: dict[str, Any]) -> Respon
                 op,
                 verdict=str(verdict),
                 note=note,
-                reviewer=who.key_id,
+                reviewer=who.reviewer,
                 now=now(),
                 settings=app_settings(request),
             )

@@ -6,8 +6,9 @@ a few in HUMAN_REVIEW, CONTRADICTED, EXPIRED…, one a second apart), a second w
 as many (so the workspace filter has something to leave out). Then, signed in through the
 console's own form, ``GET /console/operations`` is timed with each filter below (one page of
 50, rendered to HTML) in the ingress application in this process; beside it, the floor: the
-same page's SQL statement (``services.ingress.api.listing.page_query``) run bare on the same
-database in the same run. The second page of each filter is timed too (the keyset cursor).
+same page's SQL statement (``services.ingress.api.listing.summary_query``, what the console
+runs) run bare on the same database in the same run. The second page of each filter is timed
+too (the keyset cursor).
 
     .venv/bin/python bench/console.py [--operations 100000] [--requests 200]
 
@@ -34,7 +35,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.api import drop_database, scratch_database  # noqa: E402
-from services.ingress.api.listing import OperationFilters, decode_cursor, page_query  # noqa: E402
+from services.ingress.api.listing import (  # noqa: E402
+    OperationFilters,
+    decode_cursor,
+    summary_query,
+)
 from services.ingress.app import create_app  # noqa: E402
 from shared.db.migrate import upgrade  # noqa: E402
 from shared.db.session import make_engine, session_scope  # noqa: E402
@@ -152,11 +157,11 @@ def _floor(
         contract=params.get("contract"),
         needs_person=params.get("needs_person") == "1",
     )
-    statement = page_query(workspace_id=workspace_id, filters=filters, limit=50, cursor=cursor)
+    statement = summary_query(workspace_id=workspace_id, filters=filters, limit=50, cursor=cursor)
 
     def run() -> object:
         with session_scope(engine) as session:
-            return session.execute(statement).scalars().all()
+            return session.execute(statement).all()
 
     return run
 

@@ -1,8 +1,10 @@
-"""CLI: workspaces, API keys and provider connections (``workspace``, ``apikey``, ``connection``).
+"""CLI: workspaces, API keys, console users and provider connections (``workspace``,
+``apikey``, ``console-user``, ``connection``).
 
 Every command prints JSON on stdout. Errors are one line on stderr with exit code 1 (bad
 request: unknown workspace, bad option) or 2 (the system is not ready: no secret key, database
-unreachable or not migrated). Plain API keys are printed once, at creation; secrets never.
+unreachable or not migrated). Plain API keys and console users' passwords are printed once, at
+creation; secrets never.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ __all__ = ["register"]
 workspace_group = typer.Typer(help="Workspaces (tenants).", no_args_is_help=True)
 apikey_group = typer.Typer(help="API keys of a workspace.", no_args_is_help=True)
 connection_group = typer.Typer(help="A workspace's provider connections.", no_args_is_help=True)
+console_user_group = typer.Typer(
+    help="People who sign in to a workspace's console with an email and a password.",
+    no_args_is_help=True,
+)
 
 T = TypeVar("T")
 
@@ -159,6 +165,61 @@ def apikey_revoke(
     _print(_run(work))
 
 
+def _console_user(row: Any) -> dict[str, Any]:
+    from services.cli.times import utc_text
+
+    return {
+        "user_id": row.id,
+        "workspace_id": row.workspace_id,
+        "email": row.email,
+        "created_at": utc_text(row.created_at),
+        "last_sign_in_at": utc_text(row.last_sign_in_at) if row.last_sign_in_at else None,
+        "disabled_at": utc_text(row.disabled_at) if row.disabled_at else None,
+    }
+
+
+@console_user_group.command("create")
+def console_user_create(
+    email: str = typer.Argument(..., help="The person's email, unique in the workspace."),
+    workspace: str = typer.Option(..., "--workspace", help="Workspace id (ws_…)."),
+) -> None:
+    """Create a console user; its generated password is printed once and never stored."""
+    from shared.db.console_users import create_console_user
+
+    def work(session: Any, now: Any) -> dict[str, Any]:
+        row, password = create_console_user(session, workspace, email=email, now=now)
+        return {**_console_user(row), "password": password}
+
+    _print(_run(work))
+
+
+@console_user_group.command("list")
+def console_user_list(
+    workspace: str = typer.Option(..., "--workspace", help="Workspace id (ws_…)."),
+) -> None:
+    """List a workspace's console users, disabled ones included (never a password)."""
+    from shared.db.console_users import list_console_users
+
+    def work(session: Any, now: Any) -> list[dict[str, Any]]:
+        return [_console_user(row) for row in list_console_users(session, workspace)]
+
+    _print(_run(work))
+
+
+@console_user_group.command("disable")
+def console_user_disable(
+    user_id: str = typer.Argument(..., help="User id (cu_…)."),
+    workspace: str = typer.Option(..., "--workspace", help="Workspace id (ws_…)."),
+) -> None:
+    """Disable a console user; its console sessions end at once."""
+    from shared.db.console_users import disable_console_user
+
+    def work(session: Any, now: Any) -> dict[str, Any]:
+        return _console_user(disable_console_user(session, workspace, user_id, now=now))
+
+    _print(_run(work))
+
+
 @connection_group.command("set")
 def connection_set(
     workspace: str = typer.Option(..., "--workspace", help="Workspace id (ws_…)."),
@@ -289,7 +350,9 @@ def _endpoint_check(
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``workspace``, ``apikey`` and ``connection`` groups to the root app."""
+    """Add the ``workspace``, ``apikey``, ``console-user`` and ``connection`` groups to the
+    root app."""
     app.add_typer(workspace_group, name="workspace")
     app.add_typer(apikey_group, name="apikey")
+    app.add_typer(console_user_group, name="console-user")
     app.add_typer(connection_group, name="connection")

@@ -10,6 +10,7 @@ Modules:
 - ``tenants``    workspaces, API keys and connections (secrets encrypted by ``shared.trust``)
 - ``counts``     database-wide figures for the metrics gauges
 - ``console_sessions``  console sign-ins: sessions (the token's sha256), refused sign-ins
+- ``console_users``     console users: created with a generated password, checked, disabled
 - ``migrate``    running the migrations in ``migrations/``
 
 Errors: ``TenantError`` (``tenants``, a ValueError) — a bad admin request: unknown workspace

@@ -35,6 +35,7 @@ __all__ = [
     "Connection",
     "ConsoleSession",
     "ConsoleSignIn",
+    "ConsoleUser",
     "CustomContract",
     "Event",
     "EventBacklog",
@@ -453,11 +454,29 @@ class ConsoleSession(Base):
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 of the token
     workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"), index=True)
-    key_id: Mapped[str] = mapped_column(String(40))  # the admin key that signed in
+    # Who signed in: an admin key or a console user, one of the two.
+    key_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    user_id: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
     csrf: Mapped[str] = mapped_column(String(64))  # the session's form token
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     expires_at: Mapped[datetime] = mapped_column(UtcDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+
+
+class ConsoleUser(Base):
+    """A person let into one workspace's console by an admin: a scrypt hash of the password the
+    server generated for them, never the password; disabled, never deleted (reviews name it)."""
+
+    __tablename__ = "console_users"
+    __table_args__ = (UniqueConstraint("workspace_id", "email"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)  # cu_…
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"))
+    email: Mapped[str] = mapped_column(String(254))
+    password_hash: Mapped[str] = mapped_column(String(200))  # scrypt$n$r$p$salt$hash
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    last_sign_in_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    disabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
 class ConsoleSignIn(Base):

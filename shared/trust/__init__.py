@@ -7,6 +7,7 @@ Modules:
 - ``skills``     Ed25519 publisher keys; signing a skill directory and verifying it at load
 - ``registry``   every contract the runtime may use, loaded from verified skills, linted
 - ``secrets``    Fernet encryption of connection secrets (key rotation); API key hashes
+- ``passwords``  console users' generated passwords and their salted scrypt hashes
 - ``webhook_secrets`` a connection's signing secrets with the time each stops verifying
 - ``addresses``  base URLs a connection may not name (metadata services, link-local)
 

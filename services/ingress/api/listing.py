@@ -7,6 +7,10 @@ someone pages never shift the pages after it.
 
 "Needs a person" is what the review queue holds: HUMAN_REVIEW, CONTRADICTED and EXPIRED
 operations nobody has reviewed yet.
+
+:func:`summary_page` is the same page (same filters, order and cursor) read as the few columns
+a table of operations shows, for the console: no ORM objects, no resource models, one
+statement, so its cost stays that of the range scan (``bench/console.py``).
 """
 
 from __future__ import annotations
@@ -16,9 +20,9 @@ import binascii
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import cast
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import Select, and_, or_, select
+from sqlalchemy import Row, Select, and_, or_, select
 from sqlalchemy.orm import Session, defer
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -29,13 +33,19 @@ from shared.db.models import Operation, Receipt
 from shared.lifecycle.review import REVIEWABLE_STATES
 
 __all__ = [
+    "SUMMARY_COLUMNS",
     "OperationFilters",
+    "SummaryPage",
     "decode_cursor",
     "encode_cursor",
     "list_page",
     "operation_states",
     "page_query",
+    "summary_page",
+    "summary_query",
 ]
+
+_Query = TypeVar("_Query", bound=Select[Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +59,21 @@ class OperationFilters:
     needs_person: bool = False
 
 
-def encode_cursor(op: Operation) -> str:
-    raw = json.dumps([op.created_at.isoformat(), op.id]).encode()
+@dataclass(frozen=True, slots=True)
+class SummaryPage:
+    """One page of :func:`summary_page`: rows of ``SUMMARY_COLUMNS`` and the next cursor."""
+
+    rows: list[Row[Any]]
+    next_cursor: str | None
+
+
+def _cursor(created_at: datetime, op_id: str) -> str:
+    raw = json.dumps([created_at.isoformat(), op_id]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def encode_cursor(op: Operation) -> str:
+    return _cursor(op.created_at, op.id)
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
@@ -72,9 +94,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         ) from None
 
 
-def _filtered(
-    query: Select[tuple[Operation]], filters: OperationFilters
-) -> Select[tuple[Operation]]:
+def _filtered(query: _Query, filters: OperationFilters) -> _Query:
     if filters.state is not None:
         query = query.where(Operation.state == filters.state)
     if filters.verdict is not None:
@@ -131,6 +151,20 @@ def _with_current_receipt(session: Session, page: list[Operation]) -> set[str]:
     )
 
 
+def _paged(query: _Query, *, limit: int, cursor: str | None) -> _Query:
+    """``query`` after ``cursor``, newest first, ``limit + 1`` rows (the extra one says
+    another page exists)."""
+    if cursor is not None:
+        created, op_id = decode_cursor(cursor)
+        query = query.where(
+            or_(
+                Operation.created_at < created,
+                and_(Operation.created_at == created, Operation.id < op_id),
+            )
+        )
+    return query.order_by(Operation.created_at.desc(), Operation.id.desc()).limit(limit + 1)
+
+
 def page_query(
     *, workspace_id: str, filters: OperationFilters, limit: int, cursor: str | None = None
 ) -> Select[tuple[Operation]]:
@@ -146,15 +180,49 @@ def page_query(
         ),
         filters,
     )
-    if cursor is not None:
-        created, op_id = decode_cursor(cursor)
-        query = query.where(
-            or_(
-                Operation.created_at < created,
-                and_(Operation.created_at == created, Operation.id < op_id),
-            )
-        )
-    return query.order_by(Operation.created_at.desc(), Operation.id.desc()).limit(limit + 1)
+    return _paged(query, limit=limit, cursor=cursor)
+
+
+SUMMARY_COLUMNS = (
+    Operation.id,
+    Operation.contract_id,
+    Operation.contract_version,
+    Operation.state,
+    Operation.verdict,
+    Operation.reason,
+    Operation.final,
+    Operation.created_at,
+    Operation.updated_at,
+)
+
+
+def summary_query(
+    *, workspace_id: str, filters: OperationFilters, limit: int, cursor: str | None = None
+) -> Select[Any]:
+    """:func:`page_query`'s page as ``SUMMARY_COLUMNS`` only."""
+    query = _filtered(
+        select(*SUMMARY_COLUMNS).where(Operation.workspace_id == workspace_id), filters
+    )
+    return _paged(query, limit=limit, cursor=cursor)
+
+
+def summary_page(
+    session: Session,
+    *,
+    workspace_id: str,
+    filters: OperationFilters,
+    limit: int,
+    cursor: str | None = None,
+) -> SummaryPage:
+    """The rows :func:`list_page` would list, as ``SUMMARY_COLUMNS`` (what a table of
+    operations shows: id, contract and version, state, verdict, reason, final, times)."""
+    query = summary_query(workspace_id=workspace_id, filters=filters, limit=limit, cursor=cursor)
+    rows = list(session.execute(query).all())
+    page = rows[:limit]
+    more = len(rows) > limit
+    return SummaryPage(
+        rows=page, next_cursor=_cursor(page[-1].created_at, page[-1].id) if more else None
+    )
 
 
 def list_page(

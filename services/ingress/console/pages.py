@@ -1,6 +1,7 @@
 """The console's pages: the operations list, one operation, the live states, the review queue.
 
-Each page reads through what the API reads (``listing.list_page``, ``views.operation_view`` and
+Each page reads through what the API reads (``listing.summary_page``: the rows of
+``listing.list_page`` as the columns the table shows; ``views.operation_view`` and
 ``timeline_view``, ``shared.lifecycle.review``), always for the session's workspace: another
 workspace's operation id is the same 404 page as an id that does not exist.
 """
@@ -17,7 +18,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 from sqlalchemy.orm import Session
 
-from services.ingress.api.listing import OperationFilters, list_page, operation_states
+from services.ingress.api.listing import OperationFilters, operation_states, summary_page
 from services.ingress.api.lookup import load_operation
 from services.ingress.api.views import operation_view, timeline_view
 from services.ingress.console.auth import csrf_ok, signed_in
@@ -112,7 +113,7 @@ def operations_page(
     try:
         filters = _filters(**given)
         with transaction(app_engine(request)) as session:
-            page = list_page(
+            page = summary_page(
                 session,
                 workspace_id=who.workspace_id,
                 filters=filters,
@@ -207,7 +208,7 @@ def _review(request: Request, operation_id: str, form: dict[str, Any]) -> Respon
                 op,
                 verdict=str(verdict),
                 note=note,
-                reviewer=who.key_id,
+                reviewer=who.reviewer,
                 now=now(),
                 settings=app_settings(request),
             )

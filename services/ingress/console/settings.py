@@ -6,11 +6,13 @@ the contract lint and store of ``services.ingress.api.custom_contracts``), with 
 by the same request model. :data:`API_OPERATIONS` names, for every console action, the
 ``operation_id`` of that endpoint in the OpenAPI document (a test checks each one exists).
 
-Every form carries the session's CSRF token and is refused (403) without it. Only an admin
-key opens a session (``shared.db.console_sessions``), so whoever reaches these pages may manage
-the workspace. Everything is read and written for the session's workspace only: another
-workspace's key id or a provider with no connection here is the console's 404 page. Bad input
-is answered with the page again and a sentence saying what is wrong, never a 500.
+Every form carries the session's CSRF token and is refused (403) without it. Only a session
+opened with an admin key reaches these pages (:func:`admin_session`; a console user's session,
+which reviews but does not manage, is answered 403 by :func:`refuse_non_admin`), so whoever
+reaches them may manage the workspace. Everything is read and written for the session's
+workspace only: another workspace's key id or a provider with no connection here is the
+console's 404 page. Bad input is answered with the page again and a sentence saying what is
+wrong, never a 500.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from shared.lifecycle.connections import (
 from shared.lifecycle.contracts import ContractNotFound, find_contract, list_contracts
 from shared.trust.secrets import SecretError
 
-__all__ = ["API_OPERATIONS", "router"]
+__all__ = ["API_OPERATIONS", "AdminSessionRequired", "refuse_non_admin", "router"]
 
 router = APIRouter(prefix="/console/settings", include_in_schema=False)
 
@@ -78,6 +80,29 @@ KeyId = Annotated[str, Path(max_length=40)]
 Provider = Annotated[str, Path(max_length=64)]
 Form = dict[str, str]
 CSRF_REFUSED = "The form did not carry this session's token; reload the page and try again."
+ADMINS_ONLY = "Settings are managed with an admin key's session; a console user reviews only."
+
+
+class AdminSessionRequired(Exception):
+    """A console session that was not opened with an admin key asked for a settings page."""
+
+    def __init__(self, who: SignedIn) -> None:
+        super().__init__(ADMINS_ONLY)
+        self.who = who
+
+
+def admin_session(request: Request) -> SignedIn:
+    """The request's console session when an admin key opened it; raises otherwise."""
+    who = signed_in(request)
+    if not who.admin:
+        raise AdminSessionRequired(who)
+    return who
+
+
+async def refuse_non_admin(request: Request, exc: Exception) -> Response:
+    """The 403 page of a settings request from a session that may not manage the workspace."""
+    who = exc.who if isinstance(exc, AdminSessionRequired) else signed_in(request)
+    return html("message.html", status_code=403, who=who, title="Refused", message=ADMINS_ONLY)
 
 
 async def _form(request: Request) -> Form:
@@ -138,11 +163,11 @@ def _keys_page(
 
 @router.get("/keys")
 def keys_page(request: Request) -> Response:
-    return _keys_page(request, signed_in(request))
+    return _keys_page(request, admin_session(request))
 
 
 def _create_key(request: Request, form: Form) -> Response:
-    who = signed_in(request)
+    who = admin_session(request)
     if not csrf_ok(who.csrf, form.get("csrf")):
         return _refused(who)
     try:
@@ -163,7 +188,7 @@ async def create_key(request: Request) -> Response:
 
 
 def _revoke_key(request: Request, key_id: str, form: Form) -> Response:
-    who = signed_in(request)
+    who = admin_session(request)
     if not csrf_ok(who.csrf, form.get("csrf")):
         return _refused(who)
     try:
@@ -222,7 +247,7 @@ def _connections_page(
 
 @router.get("/connections")
 def connections_page(request: Request) -> Response:
-    return _connections_page(request, signed_in(request))
+    return _connections_page(request, admin_session(request))
 
 
 def _connection_body(form: Form) -> ConnectionIn:
@@ -241,7 +266,7 @@ def _connection_body(form: Form) -> ConnectionIn:
 
 
 def _set_connection(request: Request, form: Form) -> Response:
-    who = signed_in(request)
+    who = admin_session(request)
     if not csrf_ok(who.csrf, form.get("csrf")):
         return _refused(who)
     provider = form.get("provider", "").strip()
@@ -288,7 +313,7 @@ def _overlap_until(value: str) -> datetime | None:
 
 
 def _rotate(request: Request, provider: str, form: Form) -> Response:
-    who = signed_in(request)
+    who = admin_session(request)
     if not csrf_ok(who.csrf, form.get("csrf")):
         return _refused(who)
     try:
@@ -320,7 +345,7 @@ async def rotate(request: Request, provider: Provider) -> Response:
 
 
 def _check(request: Request, provider: str, form: Form) -> Response:
-    who = signed_in(request)
+    who = admin_session(request)
     if not csrf_ok(who.csrf, form.get("csrf")):
         return _refused(who)
     try:
@@ -367,7 +392,7 @@ def _contracts_page(
 
 @router.get("/contracts")
 def contracts_page(request: Request) -> Response:
-    return _contracts_page(request, signed_in(request))
+    return _contracts_page(request, admin_session(request))
 
 
 def _lint_shown(document: str, fmt: str, exc: ApiError) -> dict[str, Any]:
@@ -399,7 +424,7 @@ def _store(request: Request, who: SignedIn, contract: Any) -> Response:
 @router.post("/contracts")
 async def upload_contract(request: Request) -> Response:
     form = await _form(request)
-    who = await run_in_threadpool(signed_in, request)
+    who = await run_in_threadpool(admin_session, request)
     if not csrf_ok(who.csrf, form.get("csrf")):
         return _refused(who)
     document, fmt = form.get("document", ""), form.get("format", "yaml")
@@ -425,7 +450,7 @@ async def upload_contract(request: Request) -> Response:
 
 
 def _contract(request: Request, contract_id: str, version: str | None) -> Response:
-    who = signed_in(request)
+    who = admin_session(request)
     try:
         with transaction(app_engine(request)) as session:
             entry = find_contract(session, who.workspace_id, contract_id, version)

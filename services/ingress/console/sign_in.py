@@ -1,14 +1,22 @@
-"""``/console/sign-in`` and ``/console/sign-out``: a workspace's admin key opens a session,
-signing out revokes it (see ``auth`` for the cookie, the form tokens and the limits)."""
+"""``/console/sign-in`` and ``/console/sign-out``: a workspace's admin key, or a console
+user's email and password, opens a session; signing out revokes it (see ``auth`` for the
+cookie, the form tokens and the limits).
+
+Both ways in share one limit (refused sign-ins per client address), and a refused user
+sign-in says the same thing whatever was wrong (the email, the password, a disabled user),
+after the same work (one scrypt derivation): the answer names no account."""
 
 from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
+from sqlalchemy.orm import Session
+from starlette.datastructures import FormData
 
 from services.ingress.console.auth import (
     FORM_COOKIE,
@@ -24,7 +32,9 @@ from services.ingress.console.auth import (
 from services.ingress.console.render import html, secured
 from services.ingress.deps import app_engine, now, transaction
 from shared.db.console_sessions import (
+    SignedIn,
     open_session,
+    open_user_session,
     record_refused_sign_in,
     refused_sign_ins,
     revoke_session,
@@ -60,13 +70,34 @@ def sign_in_page(request: Request) -> Response:
     return _sign_in_form(request)
 
 
-def _attempt(request: Request, key: str) -> _Attempt:
+@dataclass(frozen=True, slots=True)
+class _Credentials:
+    key: str
+    email: str
+    password: str
+
+
+def _field(form: FormData, name: str) -> str:
+    value = form.get(name)
+    return value[:500] if isinstance(value, str) else ""
+
+
+def _open(
+    session: Session, given: _Credentials, *, moment: datetime
+) -> tuple[str, SignedIn] | None:
+    """An admin key when one is given, else the email and password of a console user."""
+    if given.key:
+        return open_session(session, given.key, now=moment, lifetime=LIFETIME)
+    return open_user_session(session, given.email, given.password, now=moment, lifetime=LIFETIME)
+
+
+def _attempt(request: Request, given: _Credentials) -> _Attempt:
     client = client_of(request)
     moment = now()
     with transaction(app_engine(request)) as session:
         if refused_sign_ins(session, client, since=moment - SIGN_IN_WINDOW) >= SIGN_IN_REFUSALS:
             return _Attempt(429)
-        opened = open_session(session, key, now=moment, lifetime=LIFETIME)
+        opened = _open(session, given, moment=moment)
         if opened is None:
             record_refused_sign_in(session, client, now=moment)
             return _Attempt(401)
@@ -80,8 +111,12 @@ async def sign_in(request: Request) -> Response:
         return _sign_in_form(
             request, status_code=403, error="The form expired; sign in again from this page."
         )
-    key = form.get("key")
-    attempt = await run_in_threadpool(_attempt, request, key if isinstance(key, str) else "")
+    given = _Credentials(
+        key=_field(form, "key").strip(),
+        email=_field(form, "email"),
+        password=_field(form, "password"),
+    )
+    attempt = await run_in_threadpool(_attempt, request, given)
     if attempt.status == 429:
         response = _sign_in_form(
             request,
@@ -94,7 +129,7 @@ async def sign_in(request: Request) -> Response:
         return _sign_in_form(
             request,
             status_code=401,
-            error="That key is unknown, revoked, or not an admin key of a workspace.",
+            error=REFUSED,
         )
     response = secured(RedirectResponse("/console/operations", status_code=303))
     set_cookie(
@@ -127,4 +162,8 @@ async def sign_out(request: Request) -> Response:
     return response
 
 
+REFUSED = (
+    "Not signed in: the admin key, or the email and password, did not open a session of any "
+    "workspace."
+)
 CSRF_REFUSED = "The form did not carry this session's token; reload the page and try again."

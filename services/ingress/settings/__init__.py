@@ -1,6 +1,7 @@
 """The settings API: what an operator of a workspace manages, as endpoints the console and any
-script call alike — API keys (``/v1/api-keys``) and provider connections
-(``/v1/connections``: set, rotate a webhook secret with an overlap, check the readback).
+script call alike — API keys (``/v1/api-keys``), console users (``/v1/console-users``) and
+provider connections (``/v1/connections``: set, rotate a webhook secret with an overlap, check
+the readback).
 Workspace contracts are listed, shown and uploaded under ``/v1/contracts``
 (``services.ingress.api.contracts``, ``services.ingress.api.custom_contracts``); refused deliveries
 are ``GET /v1/deliveries?outcome=refused``.
@@ -15,6 +16,7 @@ Modules:
 - ``models``      request and response bodies (the OpenAPI schema)
 - ``examples``    one example per body, written into the OpenAPI document by the routes
 - ``api_keys``    ``GET/POST /v1/api-keys``, ``DELETE /v1/api-keys/{key_id}``
+- ``console_users`` ``GET/POST /v1/console-users``, ``DELETE /v1/console-users/{user_id}``
 - ``connections`` ``GET /v1/connections``, ``PUT /v1/connections/{provider}``,
                   ``POST …/webhook-secrets`` and ``POST …/check``
 
@@ -31,8 +33,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from services.ingress.settings import api_keys, connections
+from services.ingress.settings import api_keys, connections, console_users
 
 __all__ = ["ROUTERS"]
 
-ROUTERS: tuple[APIRouter, ...] = (api_keys.router, connections.router)
+ROUTERS: tuple[APIRouter, ...] = (api_keys.router, console_users.router, connections.router)

@@ -72,10 +72,25 @@ CONNECTION_CHECK: dict[str, Any] = {
     "note": None,
 }
 
+CONSOLE_USER: dict[str, Any] = {
+    "id": "cu_M4nB8vC2xZ6lK1jH5gF9dS3a",
+    "email": "ana@example.com",
+    "role": "reviewer",
+    "created_at": "2026-12-01T09:00:00.000000Z",
+    "last_sign_in_at": "2026-12-01T09:20:00.000000Z",
+    "disabled_at": None,
+}
+CONSOLE_USER_CREATED: dict[str, Any] = {
+    **CONSOLE_USER,
+    "last_sign_in_at": None,
+    "password": "cu_M4nB8vC2xZ6lK1jH5gF9dS3a.Wq3eR7tY1uI5oP9aS2dF6gH0jK4lZ8xC",
+}
+
 REQUESTS: dict[str, dict[str, Any]] = {
     "create_api_key": {"application/json": API_KEY_IN},
     "set_connection": {"application/json": CONNECTION_IN},
     "rotate_webhook_secret": {"application/json": WEBHOOK_SECRET_IN},
+    "create_console_user": {"application/json": {"email": "ana@example.com"}},
 }
 SUCCESS: dict[str, dict[str, Any]] = {
     "list_api_keys": {"200": {"data": [API_KEY]}},
@@ -85,4 +100,7 @@ SUCCESS: dict[str, dict[str, Any]] = {
     "set_connection": {"200": CONNECTION},
     "rotate_webhook_secret": {"200": CONNECTION},
     "check_connection": {"200": CONNECTION_CHECK},
+    "list_console_users": {"200": {"data": [CONSOLE_USER]}},
+    "create_console_user": {"201": CONSOLE_USER_CREATED},
+    "disable_console_user": {"200": {**CONSOLE_USER, "disabled_at": "2026-12-01T10:00:00.000000Z"}},
 }

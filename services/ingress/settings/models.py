@@ -19,6 +19,10 @@ __all__ = [
     "ConnectionIn",
     "ConnectionList",
     "ConnectionOut",
+    "ConsoleUserCreated",
+    "ConsoleUserIn",
+    "ConsoleUserList",
+    "ConsoleUserOut",
     "WebhookSecretIn",
     "WebhookSecretOut",
 ]
@@ -129,3 +133,36 @@ class ConnectionCheck(_Out):
     refused_deliveries: dict[str, int] = Field(description="Refused deliveries, by reason.")
     problems: list[str] = Field(description="One sentence per thing that will not count.")
     note: str | None = None
+
+
+class ConsoleUserIn(_In):
+    email: str = Field(
+        min_length=3,
+        max_length=254,
+        pattern=r"^\s*[^@\s]{1,64}@[^@\s]+\.[^@\s]+\s*$",
+        description="The person's email, unique in the workspace (compared in lower case); "
+        "what they type to sign in.",
+    )
+
+
+class ConsoleUserOut(_Out):
+    id: str = Field(description="`cu_…`; what `DELETE /v1/console-users/{user_id}` takes.")
+    email: str
+    role: Literal["reviewer"] = Field(
+        description="What a console user may do: sign in, read operations, review them. "
+        "Managing keys, connections, contracts and users needs an admin key."
+    )
+    created_at: datetime
+    last_sign_in_at: datetime | None = Field(description="null: never signed in.")
+    disabled_at: datetime | None = Field(description="null: may sign in.")
+
+
+class ConsoleUserCreated(ConsoleUserOut):
+    password: str = Field(
+        description="The password the server generated: shown in this answer only, stored "
+        "as a salted scrypt hash. Hand it to the person; an admin cannot read it again."
+    )
+
+
+class ConsoleUserList(_Out):
+    data: list[ConsoleUserOut]

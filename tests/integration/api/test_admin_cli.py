@@ -14,6 +14,7 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import select
 
+from shared.db.console_users import check_sign_in
 from shared.db.migrate import head_revision
 from shared.db.models import ApiKey, Connection
 from shared.db.session import make_engine, session_scope
@@ -224,3 +225,31 @@ def test_postgres_without_a_secret_key_refuses_to_start(
     env["PROVELY_DATABASE_URL"] = migrated_postgres_url
     done = Cli(env).run("workspace", "create", "acme", expect=2)
     assert "PROVELY_SECRET_KEY" in done.stderr
+
+
+def test_console_users_from_the_command_line(ready: tuple[Cli, str]) -> None:
+    """#36: ``provely console-user create|list|disable``; the password is printed once."""
+    cli, ws = ready
+    created = cli.json("console-user", "create", "Ana@Example.com", "--workspace", ws)
+    assert created["email"] == "ana@example.com"
+    assert created["password"].startswith(created["user_id"] + ".")
+    engine = make_engine(_settings(cli).resolved_database_url())
+    try:
+        with session_scope(engine) as session:
+            user = check_sign_in(
+                session, "ana@example.com", created["password"], now=datetime.now(UTC)
+            )
+            assert user is not None
+    finally:
+        engine.dispose()
+    listed = cli.json("console-user", "list", "--workspace", ws)
+    assert [item["user_id"] for item in listed] == [created["user_id"]]
+    assert all("password" not in item for item in listed)
+    dup = cli.run("console-user", "create", "ana@example.com", "--workspace", ws, expect=1)
+    assert "already has a console user" in dup.stderr
+    bad = cli.run("console-user", "create", "not-an-email", "--workspace", ws, expect=1)
+    assert "not an email address" in bad.stderr
+    other = cli.run("console-user", "disable", created["user_id"], "--workspace", "ws_x", expect=1)
+    assert "no console user" in other.stderr
+    disabled = cli.json("console-user", "disable", created["user_id"], "--workspace", ws)
+    assert disabled["disabled_at"].endswith("Z")

@@ -49,6 +49,9 @@ EXPECTED_IDS = {
     "set_connection",
     "rotate_webhook_secret",
     "check_connection",
+    "list_console_users",
+    "create_console_user",
+    "disable_console_user",
 }
 
 

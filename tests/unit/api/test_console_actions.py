@@ -9,9 +9,10 @@ from pathlib import Path
 from cryptography.fernet import Fernet
 
 from services.ingress.app import create_app
-from services.ingress.console.settings import API_OPERATIONS
+from services.ingress.console import settings, users
 from shared.runtime.settings import Settings
 
+API_OPERATIONS = settings.API_OPERATIONS | users.API_OPERATIONS
 DOC = Path(__file__).resolve().parents[3] / "docs" / "console.md"
 
 
@@ -39,6 +40,7 @@ def test_every_console_action_names_an_operation_of_the_openapi_document(tmp_pat
     # Every settings operation of the API has its console action.
     settings_ops = {"list_api_keys", "create_api_key", "revoke_api_key", "list_connections"}
     settings_ops |= {"set_connection", "rotate_webhook_secret", "check_connection"}
+    settings_ops |= {"list_console_users", "create_console_user", "disable_console_user"}
     assert settings_ops <= set(API_OPERATIONS.values())
 
 

@@ -1,5 +1,6 @@
 """The agent API's round trip (create, report, read) checks its key inside the request's own
-transaction: one transaction for a report or a read, the key looked up by its first statement;
+transaction: one transaction for a report or a read, the key looked up by its first statement,
+the report's first observation scheduled by its own → OBSERVING update;
 a revoked key is refused on each of them with nothing written; ``last_used_at`` is written at most
 once a minute, by a transaction of its own after the request's, failed requests included."""
 
@@ -84,6 +85,17 @@ def test_report_and_read_are_one_transaction_that_starts_with_the_key(pg_api: Ap
     assert len(created) == 2
     assert "api_keys" in created[0][0]
     assert not any("api_keys" in sql for sql in created[1])
+    with Session(pg_api.engine) as session:
+        op = session.get(Operation, op_id)
+        assert op is not None
+        # The first observation, scheduled by the → OBSERVING update itself.
+        assert op.fence == 1
+        assert op.action_reported_at is not None
+        assert op.next_observation_at == op.action_reported_at + timedelta(milliseconds=1000)
+        assert op.slot_at == op.next_observation_at
+        assert op.enqueued_at == op.action_reported_at
+    # ACTION_ACCEPTED, then OBSERVING with the schedule: no third UPDATE for the fence.
+    assert sum(sql.startswith("UPDATE operations") for sql in reported[0]) == 2
     for request in (reported, read):
         assert len(request) == 1, request
         assert "api_keys" in request[0][0]

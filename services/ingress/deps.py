@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from services.ingress.problems import ApiError
 from shared.db.session import session_scope
 from shared.db.tenants import Authenticated, authenticate, record_use
+from shared.runtime.logs import get_logger
 from shared.runtime.settings import Settings
 
 __all__ = [
@@ -37,6 +38,8 @@ __all__ = [
     "now",
     "transaction",
 ]
+
+log = get_logger("provely.ingress")
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -124,10 +127,22 @@ def authorized(request: Request, key: str) -> Iterator[tuple[Session, Authentica
                 raise _unknown_key()
             yield session, who
     finally:
-        at = now()
-        if who is not None and who.use_is_stale(at):
-            with transaction(engine) as session:
-                record_use(session, who.key_id, now=at)
+        if who is not None:
+            _record_use_after(engine, who)
+
+
+def _record_use_after(engine: Engine, who: Authenticated) -> None:
+    """Write a stale use of ``who``'s key after the request's transaction. A database that
+    cannot take it now does not turn the answer into a 503 (the request's own work may have
+    committed): the use stays stale and the key's next request writes it."""
+    at = now()
+    if not who.use_is_stale(at):
+        return
+    try:
+        with transaction(engine) as session:
+            record_use(session, who.key_id, now=at)
+    except ApiError:
+        log.warning("api_key.last_use_not_written", key_id=who.key_id)
 
 
 def admin_caller(who: Annotated[Authenticated, Depends(caller)]) -> Authenticated:

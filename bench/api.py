@@ -22,6 +22,10 @@ messages, and no shared Redis database is filled); ``--broker embedded`` uses ko
 transport in a temporary file instead, and ``--broker URL`` any other broker (the bare side
 always pushes to the private Redis).
 
+Each request's p99 (create, report, read) is printed per side beside the round trip's.
+
+Each request's p99 (create, report, read) is printed per side beside the round trip's.
+
 ``--statements`` first runs a few round trips in this process against the app itself and
 prints, per request, the SQL statements and transactions Provely spends (and the bare side's,
 by construction: 2, 3 and 2 statements in one transaction each).
@@ -91,8 +95,15 @@ def drop_database(name: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+REQUESTS = ("create", "report", "read")
+
+
 async def agent(
-    client: httpx.AsyncClient, stop_at: float, record: bool, latencies: list[float]
+    client: httpx.AsyncClient,
+    stop_at: float,
+    record: bool,
+    latencies: list[float],
+    per_request: dict[str, list[float]],
 ) -> int:
     done = 0
     while time.perf_counter() < stop_at:
@@ -103,6 +114,7 @@ async def agent(
         if created.status_code != 201:
             raise RuntimeError(f"create answered {created.status_code}: {created.text}")
         op_id = created.json()["id"]
+        created_at = time.perf_counter()
         reported = await client.post(
             f"/v1/operations/{op_id}/action",
             json={
@@ -113,33 +125,46 @@ async def agent(
         )
         if reported.status_code != 200:
             raise RuntimeError(f"report answered {reported.status_code}: {reported.text}")
+        reported_at = time.perf_counter()
         got = await client.get(f"/v1/operations/{op_id}")
         if got.status_code != 200 or got.json()["state"] != "OBSERVING":
             raise RuntimeError(f"get answered {got.status_code}: {got.text}")
         if record:
-            latencies.append(time.perf_counter() - started)
+            read_at = time.perf_counter()
+            latencies.append(read_at - started)
+            per_request["create"].append(created_at - started)
+            per_request["report"].append(reported_at - created_at)
+            per_request["read"].append(read_at - reported_at)
             done += 1
     return done
 
 
+Run = tuple[int, float, list[float], dict[str, list[float]]]
+"""Round trips, seconds, each round trip's latency, each request's latency by kind."""
+
+
 async def run_load(
     base_url: str, key: str, concurrency: int, warmup: float, duration: float
-) -> tuple[int, float, list[float]]:
+) -> Run:
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(
         base_url=base_url, headers=headers, limits=limits, timeout=60
     ) as client:
         warm_until = time.perf_counter() + warmup
-        await asyncio.gather(*(agent(client, warm_until, False, []) for _ in range(concurrency)))
+        warm: dict[str, list[float]] = {name: [] for name in REQUESTS}
+        await asyncio.gather(
+            *(agent(client, warm_until, False, [], warm) for _ in range(concurrency))
+        )
         latencies: list[float] = []
+        per_request: dict[str, list[float]] = {name: [] for name in REQUESTS}
         started = time.perf_counter()
         stop_at = started + duration
         counts = await asyncio.gather(
-            *(agent(client, stop_at, True, latencies) for _ in range(concurrency))
+            *(agent(client, stop_at, True, latencies, per_request) for _ in range(concurrency))
         )
         elapsed = time.perf_counter() - started
-    return sum(counts), elapsed, latencies
+    return sum(counts), elapsed, latencies, per_request
 
 
 def wait_ready(base_url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
@@ -184,9 +209,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def measure(
-    factory: str, env: dict[str, str], key: str, args: argparse.Namespace
-) -> tuple[int, float, list[float]]:
+def measure(factory: str, env: dict[str, str], key: str, args: argparse.Namespace) -> Run:
     base_url, process = serve(factory, env, args.workers)
     try:
         return asyncio.run(run_load(base_url, key, args.concurrency, args.warmup, args.duration))
@@ -278,7 +301,7 @@ def main() -> None:
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
-    results: list[tuple[str, int, float, list[float]]] = []
+    results: list[tuple[str, int, float, list[float], dict[str, list[float]]]] = []
     statements: dict[str, tuple[float, float]] | None = None
     try:
         if args.broker == "private-redis":
@@ -326,7 +349,7 @@ def main() -> None:
     rows: list[str] = []
     ratios: list[float] = []
     bare_rate = 0.0
-    for side, count, elapsed, latencies in results:
+    for side, count, elapsed, latencies, _ in results:
         rate = count / elapsed
         latencies.sort()
         p50 = statistics.median(latencies) * 1000
@@ -352,13 +375,14 @@ def main() -> None:
     bare = [r for r in results if r[0] == "bare"]
     p99_request = statistics.median(
         sorted(latencies)[max(0, int(len(latencies) * 0.99) - 1)] * 1000 / 3
-        for _, _, _, latencies in provely
+        for _, _, _, latencies, _ in provely
     )
+    print_per_request(bare=[run[4] for run in bare], provely=[run[4] for run in provely])
     emit(
         "API",
-        figure=f"{statistics.median(c / e for _, c, e, _ in provely):,.0f} round trips/s, "
+        figure=f"{statistics.median(c / e for _, c, e, _, _ in provely):,.0f} round trips/s, "
         f"p99 {p99_request:.0f} ms per request",
-        floor=f"{statistics.median(c / e for _, c, e, _ in bare):,.0f} round trips/s (bare)",
+        floor=f"{statistics.median(c / e for _, c, e, _, _ in bare):,.0f} round trips/s (bare)",
         ratio=f"{ratio_median:.2f}x",
         target=">= 0.5x, p99 <= 100 ms per request",
         met=ratio_median >= 0.5 and p99_request <= 100,
@@ -371,6 +395,22 @@ def main() -> None:
     if args.write:
         for row in rows:
             write(header, row)
+
+
+def print_per_request(
+    *, bare: list[dict[str, list[float]]], provely: list[dict[str, list[float]]]
+) -> None:
+    """Each request's p99 (create, report, read), the median over the rounds, per side."""
+    print("\np99 ms of each request (median over the rounds)")
+    print("| side | create | report | read |\n|---|---|---|---|")
+    for side, runs in (("bare", bare), ("Provely", provely)):
+        cells = [f"{statistics.median(_p99(run[name]) for run in runs):.0f}" for name in REQUESTS]
+        print(f"| {side} | {' | '.join(cells)} |")
+
+
+def _p99(latencies: list[float]) -> float:
+    ordered = sorted(latencies)
+    return ordered[max(0, int(len(ordered) * 0.99) - 1)] * 1000 if ordered else 0.0
 
 
 def write(header: str, row: str) -> None:

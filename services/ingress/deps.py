@@ -1,4 +1,10 @@
-"""Request plumbing shared by the routers: settings, engine, clock, the caller's API key."""
+"""Request plumbing shared by the routers: settings, engine, clock, the caller's API key.
+
+A route either takes :data:`Caller` (the key checked in a transaction of its own before the
+route runs) or, on the agent API's hot path, :data:`BearerKey` and opens its transaction with
+:func:`authorized`: the key is checked by the first statement of the request's own transaction,
+and a stale ``last_used_at`` is written after it (at most once per key and minute).
+"""
 
 from __future__ import annotations
 
@@ -16,18 +22,24 @@ from sqlalchemy.orm import Session
 
 from services.ingress.problems import ApiError
 from shared.db.session import session_scope
-from shared.db.tenants import Authenticated, authenticate
+from shared.db.tenants import Authenticated, authenticate, record_use
+from shared.runtime.logs import get_logger
 from shared.runtime.settings import Settings
 
 __all__ = [
     "AdminCaller",
+    "BearerKey",
     "Caller",
     "app_engine",
     "app_settings",
+    "authorized",
+    "bearer_key",
     "caller",
     "now",
     "transaction",
 ]
+
+log = get_logger("provely.ingress")
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -73,23 +85,64 @@ def _is_unavailable(exc: DBAPIError) -> bool:
     )
 
 
-def caller(
-    request: Request,
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="provely"'}
+
+
+def bearer_key(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Authenticated:
-    """The workspace of the request's API key; 401 when it is missing, unknown or revoked."""
-    challenge = {"WWW-Authenticate": 'Bearer realm="provely"'}
+) -> str:
+    """The plain key of ``Authorization: Bearer …``; 401 when the header is missing."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise ApiError(
-            401, "unauthenticated", "send `Authorization: Bearer <api key>`", headers=challenge
+            401, "unauthenticated", "send `Authorization: Bearer <api key>`", headers=_CHALLENGE
         )
+    return credentials.credentials
+
+
+def _unknown_key() -> ApiError:
+    return ApiError(401, "unauthenticated", "the API key is unknown or revoked", headers=_CHALLENGE)
+
+
+def caller(request: Request, key: Annotated[str, Depends(bearer_key)]) -> Authenticated:
+    """The workspace of the request's API key; 401 when it is missing, unknown or revoked."""
     with transaction(app_engine(request)) as session:
-        found = authenticate(session, credentials.credentials, now=now())
+        found = authenticate(session, key, now=now())
     if found is None:
-        raise ApiError(
-            401, "unauthenticated", "the API key is unknown or revoked", headers=challenge
-        )
+        raise _unknown_key()
     return found
+
+
+@contextmanager
+def authorized(request: Request, key: str) -> Iterator[tuple[Session, Authenticated]]:
+    """The request's transaction, its first statement checking ``key`` (401 when it is unknown
+    or revoked: nothing else runs). The key's use is written afterwards, in a transaction of
+    its own and only when ``last_used_at`` is stale, so the request never holds the key's row;
+    a request that fails after the check still counts as a use."""
+    engine = app_engine(request)
+    who: Authenticated | None = None
+    try:
+        with transaction(engine) as session:
+            who = authenticate(session, key)
+            if who is None:
+                raise _unknown_key()
+            yield session, who
+    finally:
+        if who is not None:
+            _record_use_after(engine, who)
+
+
+def _record_use_after(engine: Engine, who: Authenticated) -> None:
+    """Write a stale use of ``who``'s key after the request's transaction. A database that
+    cannot take it now does not turn the answer into a 503 (the request's own work may have
+    committed): the use stays stale and the key's next request writes it."""
+    at = now()
+    if not who.use_is_stale(at):
+        return
+    try:
+        with transaction(engine) as session:
+            record_use(session, who.key_id, now=at)
+    except ApiError:
+        log.warning("api_key.last_use_not_written", key_id=who.key_id)
 
 
 def admin_caller(who: Annotated[Authenticated, Depends(caller)]) -> Authenticated:
@@ -98,5 +151,6 @@ def admin_caller(who: Annotated[Authenticated, Depends(caller)]) -> Authenticate
     return who
 
 
+BearerKey = Annotated[str, Depends(bearer_key)]
 Caller = Annotated[Authenticated, Depends(caller)]
 AdminCaller = Annotated[Authenticated, Depends(admin_caller)]

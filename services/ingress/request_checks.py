@@ -17,7 +17,7 @@ from fastapi import Request
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 
-from services.ingress.deps import caller
+from services.ingress.deps import bearer_key
 from services.ingress.problems import ApiError, FieldProblem
 
 __all__ = ["check_request"]
@@ -41,7 +41,7 @@ def _declared_by(route: APIRoute) -> tuple[frozenset[str], bool]:
     while pending:
         dependant = pending.pop()
         names.update(param.alias for param in dependant.query_params)
-        keyed = keyed or dependant.call is caller
+        keyed = keyed or dependant.call is bearer_key
         pending.extend(dependant.dependencies)
     _declared[id(route)] = (route, frozenset(names), keyed)
     return frozenset(names), keyed

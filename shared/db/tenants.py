@@ -39,6 +39,7 @@ __all__ = [
     "create_workspace",
     "list_api_keys",
     "new_id",
+    "record_use",
     "revoke_api_key",
     "set_connection",
 ]
@@ -179,13 +180,23 @@ def _other_admin_keys(session: Session, row: ApiKey) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Authenticated:
+    """The key a request came with: its workspace and scopes, when it was last used, and the
+    workspace's own action window (read in the same statement, for the agent API's create)."""
+
     key_id: str
     workspace_id: str
     scopes: frozenset[str]
+    last_used_at: datetime | None = None
+    action_window_seconds: int | None = None
 
     @property
     def admin(self) -> bool:
         return "admin" in self.scopes
+
+    def use_is_stale(self, now: datetime) -> bool:
+        """Whether a use at ``now`` must be written: ``last_used_at`` is unset or older than
+        :data:`LAST_USED_EVERY`."""
+        return self.last_used_at is None or self.last_used_at <= now - LAST_USED_EVERY
 
 
 def authenticate(
@@ -193,24 +204,42 @@ def authenticate(
 ) -> Authenticated | None:
     """The workspace of a plain key, or None when it is unknown or revoked.
 
-    With ``now``, the use is recorded in ``last_used_at`` when the stored time is older than
-    :data:`LAST_USED_EVERY` (or unset): one ``UPDATE`` per key and minute, not per request; its
-    ``WHERE`` repeats the condition, so requests racing on the same key write it once."""
+    With ``now``, the use is recorded in ``last_used_at`` (:func:`record_use`) when the stored
+    time is older than :data:`LAST_USED_EVERY` (or unset). Without it nothing is written: a
+    caller that authenticates inside a longer transaction records the use after it
+    (:meth:`Authenticated.use_is_stale`), so that the key's row is never locked across its work."""
     if not plain_key.startswith("pv_") or len(plain_key) > 200:
         return None
     row = session.execute(
         select(
-            ApiKey.id, ApiKey.workspace_id, ApiKey.scopes, ApiKey.revoked_at, ApiKey.last_used_at
-        ).where(ApiKey.key_hash == hash_api_key(plain_key))
+            ApiKey.id,
+            ApiKey.workspace_id,
+            ApiKey.scopes,
+            ApiKey.revoked_at,
+            ApiKey.last_used_at,
+            Workspace.action_window_seconds,
+        )
+        .join(Workspace, Workspace.id == ApiKey.workspace_id)
+        .where(ApiKey.key_hash == hash_api_key(plain_key))
     ).first()
     if row is None or row.revoked_at is not None:
         return None
-    if now is not None and (row.last_used_at is None or row.last_used_at <= now - LAST_USED_EVERY):
-        _record_use(session, row.id, now)
-    return Authenticated(row.id, row.workspace_id, frozenset(row.scopes.split(",")))
+    found = Authenticated(
+        row.id,
+        row.workspace_id,
+        frozenset(row.scopes.split(",")),
+        last_used_at=row.last_used_at,
+        action_window_seconds=row.action_window_seconds,
+    )
+    if now is not None and found.use_is_stale(now):
+        record_use(session, row.id, now=now)
+    return found
 
 
-def _record_use(session: Session, key_id: str, now: datetime) -> None:
+def record_use(session: Session, key_id: str, *, now: datetime) -> None:
+    """Set the key's ``last_used_at`` to ``now`` unless it is newer than :data:`LAST_USED_EVERY`
+    ago: one ``UPDATE`` per key and minute, not per request; its ``WHERE`` repeats the
+    condition, so requests racing on the same key write it once."""
     stale = now - LAST_USED_EVERY
     session.execute(
         update(ApiKey)

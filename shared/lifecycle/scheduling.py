@@ -62,6 +62,7 @@ __all__ = [
     "claim_reading",
     "counts_as_slot",
     "message_pending",
+    "observation_schedule",
     "request_rechecks",
     "schedule_observation",
     "schedule_recheck",
@@ -97,6 +98,23 @@ class ScheduleConflict(RuntimeError):
     """The operation's fence changed since it was read; nothing was scheduled."""
 
 
+def observation_schedule(operation: Operation, *, delay_ms: int, now: datetime) -> dict[str, Any]:
+    """The columns that schedule the next observation ``delay_ms`` after ``now`` (``fence``:
+    the new fence), for a caller that holds the operation's row locked (``FOR UPDATE``) and
+    writes them in its own UPDATE: no other writer can move the fence before its commit (the
+    action report's → OBSERVING writes them with the state). Send the message after commit as
+    for :func:`schedule_observation`."""
+    if delay_ms < 0:
+        raise ValueError("delay_ms cannot be negative")
+    due = now + timedelta(milliseconds=delay_ms)
+    return {
+        "fence": operation.fence + 1,
+        "next_observation_at": due,
+        "enqueued_at": now if delay_ms / 1000.0 <= MAX_COUNTDOWN_S else None,
+        "slot_at": due,
+    }
+
+
 def schedule_observation(
     session: Session, operation: Operation, *, delay_ms: int, now: datetime
 ) -> int:
@@ -107,24 +125,19 @@ def schedule_observation(
     the message with ``shared.lifecycle.messages.observe`` (countdown: the due time minus the
     clock).
     """
-    if delay_ms < 0:
-        raise ValueError("delay_ms cannot be negative")
     current = operation.fence
-    fence = current + 1
-    due = now + timedelta(milliseconds=delay_ms)
-    enqueued_at = now if delay_ms / 1000.0 <= MAX_COUNTDOWN_S else None
+    values = observation_schedule(operation, delay_ms=delay_ms, now=now)
     result = session.execute(
         update(Operation)
         .where(Operation.id == operation.id, Operation.fence == current)
-        .values(fence=fence, next_observation_at=due, enqueued_at=enqueued_at, slot_at=due)
+        .values(**values)
         .execution_options(synchronize_session=False)
     )
     if result.rowcount != 1:  # type: ignore[attr-defined]
         raise ScheduleConflict(f"operation {operation.id} fence moved from {current}")
-    set_committed_value(operation, "fence", fence)
-    set_committed_value(operation, "next_observation_at", due)
-    set_committed_value(operation, "slot_at", due)
-    set_committed_value(operation, "enqueued_at", enqueued_at)
+    for key, value in values.items():
+        set_committed_value(operation, key, value)
+    fence: int = values["fence"]
     return fence
 
 

@@ -28,7 +28,7 @@ from shared.intake.ignored import name_ignored
 from shared.intake.results import IntakeResult
 from shared.lifecycle.contracts import contract_for, provider_skill
 from shared.lifecycle.operations import facts_for
-from shared.lifecycle.scheduling import schedule_observation, wake
+from shared.lifecycle.scheduling import observation_schedule, wake
 from shared.lifecycle.steps import accept_action, report_action_started, start_observing
 from shared.runtime.settings import Settings
 
@@ -114,6 +114,10 @@ def record_action(
             # The agent's word (E1): observed like any error until independent evidence
             # confirms that nothing was created (the contract's ``rejection`` section).
             base["action_phase"] = ACTION_REJECTED_PHASE
+    delay_ms = contract.timing.initial_delay_ms
+    # The first observation is scheduled by the → OBSERVING update itself: the row is locked
+    # since it was loaded, so no other writer moves the fence before the commit.
+    schedule = observation_schedule(op, delay_ms=delay_ms, now=now)
     if report.phase == "result":
         for key, value in base.items():
             set_committed_value(op, key, value)  # so the subject identity sees the result
@@ -136,7 +140,7 @@ def record_action(
             op,
             cause=_report_cause(report, base),
             details={"http_status": report.http_status} if report.phase == "error" else None,
-            changes=base or None,
+            changes=base | schedule,
             now=now,
             settings=settings,
         ),
@@ -147,9 +151,7 @@ def record_action(
     linked = IntakeResult(event_pk=None, duplicate=False)
     correlate_pending_events(session, op, now, result=linked)
     name_ignored(session, [linked])
-    delay_ms = contract.timing.initial_delay_ms
-    fence = schedule_observation(session, op, delay_ms=delay_ms, now=now)
-    return Scheduled(fence, delay_ms / 1000.0, ignored=linked)
+    return Scheduled(schedule["fence"], delay_ms / 1000.0, ignored=linked)
 
 
 def request_verification(session: Session, op: Operation, *, now: datetime) -> Scheduled:

@@ -21,7 +21,7 @@ from services.ingress.api.schemas import CreateOperationIn
 from services.ingress.problems import ApiError, FieldProblem
 from shared.core.types import OperationState, Verdict
 from shared.db.audit import append_transition
-from shared.db.models import Operation, Workspace
+from shared.db.models import Operation
 from shared.db.tenants import new_id
 from shared.lifecycle.contracts import ContractNotFound, ResolvedContract, find_contract
 from shared.lifecycle.steps import AWAITING_ACTION
@@ -146,6 +146,7 @@ def create_operation(
     session: Session,
     *,
     workspace_id: str,
+    action_window_seconds: int | None,
     body: CreateOperationIn,
     resolved: ResolvedContract,
     idempotency_key: str | None,
@@ -153,14 +154,15 @@ def create_operation(
     now: datetime,
 ) -> Created:
     """Insert the operation on ``resolved`` (from :func:`prepare_operation`, its input checked
-    by :func:`check_operation_input`), or return the one a concurrent replay made."""
+    by :func:`check_operation_input`), or return the one a concurrent replay made.
+    ``action_window_seconds``: the workspace's own window (read with its key), else the
+    settings' window applies."""
     digest = _request_hash(body)
     if idempotency_key is not None:
         earlier = _replay(session, workspace_id, idempotency_key, digest)
         if earlier is not None:
             return Created(earlier, new=False)
-    ws = session.get(Workspace, workspace_id)
-    window = (ws.action_window_seconds if ws else None) or settings.action_window_seconds
+    window = action_window_seconds or settings.action_window_seconds
     op = Operation(
         id=new_id("op"),
         workspace_id=workspace_id,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path, Query, Request, Response
+from fastapi import APIRouter, BackgroundTasks, Header, Path, Query, Request, Response
 
 from services.ingress.api.actions import Scheduled, record_action, request_verification
 from services.ingress.api.bodies import StorableJsonRoute
@@ -26,7 +26,16 @@ from services.ingress.api.schemas import (
     Timeline,
 )
 from services.ingress.api.views import operation_view, timeline_view
-from services.ingress.deps import AdminCaller, Caller, app_engine, app_settings, now, transaction
+from services.ingress.deps import (
+    AdminCaller,
+    BearerKey,
+    Caller,
+    app_engine,
+    app_settings,
+    authorized,
+    now,
+    transaction,
+)
 from services.ingress.problems import error_responses
 from shared.core.types import OperationState
 from shared.db.models import Operation
@@ -71,7 +80,7 @@ def create(
     request: Request,
     response: Response,
     body: CreateOperationIn,
-    who: Caller,
+    key: BearerKey,
     idempotency_key: Annotated[
         str | None,
         Header(
@@ -84,9 +93,8 @@ def create(
     ] = None,
 ) -> OperationOut:
     settings = app_settings(request)
-    engine = app_engine(request)
-    check_field_sizes(body, settings)
-    with transaction(engine) as session:
+    with authorized(request, key) as (session, who):
+        check_field_sizes(body, settings)
         prepared = prepare_operation(
             session, workspace_id=who.workspace_id, body=body, idempotency_key=idempotency_key
         )
@@ -97,17 +105,18 @@ def create(
         return replayed
     assert not isinstance(prepared, Operation)
     check_operation_input(prepared, body)  # no transaction is held while patterns match
-    with transaction(engine) as session:
+    with transaction(app_engine(request)) as session:
         created = create_operation(
             session,
             workspace_id=who.workspace_id,
+            action_window_seconds=who.action_window_seconds,
             body=body,
             resolved=prepared,
             idempotency_key=idempotency_key,
             settings=settings,
             now=now(),
         )
-        view = operation_view(session, created.operation)
+        view = operation_view(session, created.operation, inserted=created.new)
     response.status_code = 201 if created.new else 200
     response.headers["Location"] = f"/v1/operations/{view.id}"
     return view
@@ -126,14 +135,20 @@ def create(
     ),
 )
 def report_action(
-    request: Request, operation_id: OperationId, body: ActionReportIn, who: Caller
+    request: Request,
+    operation_id: OperationId,
+    body: ActionReportIn,
+    key: BearerKey,
+    after: BackgroundTasks,
 ) -> OperationOut:
     settings = app_settings(request)
-    with transaction(app_engine(request)) as session:
+    with authorized(request, key) as (session, who):
         op = load_operation(session, who.workspace_id, operation_id, for_update=True)
         scheduled = record_action(session, op, body, settings=settings, now=now())
         view = operation_view(session, op)
-    _dispatch(op.id, scheduled)
+    # After commit and after the answer: the stored schedule is the record (a message that is
+    # never sent is sent again by the sweeper), so the agent does not wait for the broker.
+    after.add_task(_dispatch, op.id, scheduled)
     return view
 
 
@@ -150,8 +165,8 @@ def report_action(
         "again later."
     ),
 )
-def get_operation(request: Request, operation_id: OperationId, who: Caller) -> OperationOut:
-    with transaction(app_engine(request)) as session:
+def get_operation(request: Request, operation_id: OperationId, key: BearerKey) -> OperationOut:
+    with authorized(request, key) as (session, who):
         op = load_operation(session, who.workspace_id, operation_id)
         return operation_view(session, op)
 

@@ -174,13 +174,12 @@ def _ignored(contract: Contract | None, op: Operation, event: Event) -> IgnoredE
     return why_ignored(contract, event=event_record(event), operation_created_at=op.created_at)
 
 
-def _ignored_fields(session: Session, op: Operation, contract: Contract | None) -> dict[str, Any]:
+def _ignored_fields(
+    session: Session, op: Operation, contract: Contract | None, *, inserted: bool
+) -> dict[str, Any]:
     """``blocked_by`` and ``ignored_events`` of the operation resource."""
-    ignored = [
-        found
-        for event, _ in _linked_events(session, op)
-        if (found := _ignored(contract, op, event)) is not None
-    ]
+    linked = [] if inserted else _linked_events(session, op)
+    ignored = [found for event, _ in linked if (found := _ignored(contract, op, event)) is not None]
     blocked = None
     if op.state != OperationState.VERIFIED.value:
         blocked = ignored_summary(ignored, include_unread=False)
@@ -200,11 +199,13 @@ def operation_view(
     op: Operation,
     *,
     listed: bool = False,
+    inserted: bool = False,
     current_receipts: Collection[str] | None = None,
 ) -> OperationOut:
     """The operation resource of ``GET /v1/operations/{id}``; ``listed``: as a list page
-    shows it (:class:`OperationListItem`, without ``input`` and ``metadata``);
-    ``current_receipts``: see :func:`receipt_url`."""
+    shows it (:class:`OperationListItem`, without ``input`` and ``metadata``); ``inserted``:
+    the operation was inserted by this transaction, so no event is linked to it yet (no query
+    for them); ``current_receipts``: see :func:`receipt_url`."""
     contract = _contract(session, op)
     decision: dict[str, Any] = op.decision or {}
     verdict = op.verdict or Verdict.PENDING.value
@@ -224,7 +225,7 @@ def operation_view(
     bodies: dict[str, Any] = {}
     if not listed:
         bodies = {"input": op.input or {}, "metadata": op.metadata_}
-        bodies.update(_ignored_fields(session, op, contract))
+        bodies.update(_ignored_fields(session, op, contract, inserted=inserted))
     return model(
         id=op.id,
         workspace_id=op.workspace_id,

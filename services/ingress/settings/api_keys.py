@@ -2,7 +2,7 @@
 one with a scope (the plain key is in that answer only), revoke one.
 
 A revoked key is refused (401) from the next request on: every request looks its key up in the
-database (``services.ingress.deps.caller``), the ingress keeps no cache of keys. Revoking the
+database (``services.ingress.deps``), the ingress keeps no cache of keys. Revoking the
 workspace's last active admin key is refused (409 ``last-admin-key``): through the API nobody
 could manage the workspace after it (``provely apikey revoke --allow-last-admin`` on the
 server can). A key may revoke itself while another admin key remains.

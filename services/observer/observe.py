@@ -69,7 +69,7 @@ from shared.core.verifiers import verifier_of
 from shared.core.verifiers.event_log import EVENT_LOG
 from shared.core.verifiers.http import HTTP
 from shared.db.models import Operation
-from shared.db.session import get_engine, read_connection, session_scope
+from shared.db.session import get_engine, read_connection, session_scope, single_statements
 from shared.evidence.backwards import mark_backwards
 from shared.evidence.readings import Reading
 from shared.evidence.webhooks import read_webhook
@@ -140,7 +140,8 @@ class Observer:
         if isinstance(prepared, ObserveOutcome):
             return prepared
         jobs, readbacks, due = prepared
-        with self.engine.begin() as connection:
+        # One statement, committed when it returns (the claim is committed before any readback).
+        with single_statements(self.engine) as connection:
             if not claim_reading(connection, operation_id, fence):
                 return ObserveOutcome.STALE  # woken or rescheduled since it was read
         if due is not None:

@@ -26,6 +26,7 @@ Modules:
 - ``retry``         the frozen retry table
 - ``claim``         what may be said about an operation: its completion level and claim
 - ``receipt``       the receipt as data: its body, the signed bytes, the travelling document
+- ``jcs``           RFC 8785 canonical JSON, the bytes a receipt signs
 - ``storable``      what a JSON value must be for Provely to store it
 - ``storable_copy`` a copy of a provider's JSON value every table holds, its escapes named
 - ``patterns``      contract authors' regular expressions, compiled with RE2

@@ -6,7 +6,8 @@ operation and the digest of every piece of evidence. The signature (Ed25519, don
 core) covers ``signing_payload(body)``, the canonical JSON of the body. Version 2 bodies (every
 receipt issued now) are canonicalized with RFC 8785, the JSON Canonicalization Scheme (the
 ``rfc8785`` library, pure and free of I/O), so a verifier in any language that implements the
-standard gets the same bytes. Version 1 bodies were signed over Python's sorted, compact
+standard gets the same bytes (``shared.core.jcs`` spells them as the ``rfc8785`` library does,
+faster). Version 1 bodies were signed over Python's sorted, compact
 ``json.dumps``; they are still read and checked with that spelling.
 
 The signed document is ``{"receipt": body, "signature": <base64url>, "key_id": …,
@@ -30,6 +31,7 @@ import rfc8785
 
 from shared.core import CoreError
 from shared.core.contract import canonical_json
+from shared.core.jcs import jcs
 from shared.core.types import ConditionResult, Verdict
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "ReceiptDocument",
     "ReceiptEvidence",
     "build_receipt_body",
+    "build_signed_receipt_body",
     "document_bytes",
     "iso_time",
     "json_value",
@@ -179,7 +182,13 @@ def safe_to_claim_complete(verdict: str, completion_level: str) -> bool:
     )
 
 
-def build_receipt_body(
+def build_receipt_body(**arguments: Any) -> dict[str, Any]:
+    """The body of a receipt, as plain JSON data ready to be signed (the arguments of
+    :func:`build_signed_receipt_body`)."""
+    return build_signed_receipt_body(**arguments)[0]
+
+
+def build_signed_receipt_body(
     *,
     receipt_id: str,
     operation_id: str,
@@ -197,8 +206,9 @@ def build_receipt_body(
     supersedes: str | None = None,
     claimable: bool = True,
     watch_until: datetime | None = None,
-) -> dict[str, Any]:
-    """The body of a receipt, as plain JSON data ready to be signed.
+) -> tuple[dict[str, Any], bytes]:
+    """The body of a receipt, as plain JSON data, and the bytes its signature covers
+    (:func:`signing_payload`, spelled once: the signer signs them as they are).
 
     ``watch_until`` (a VERIFIED verdict): until when late evidence is watched for; a later
     contradiction supersedes this receipt, after it the verdict is settled.
@@ -270,8 +280,8 @@ def build_receipt_body(
         "supersedes": supersedes,
         "watch_until": iso_time(watch_until) if watch_until is not None else None,
     }
-    signing_payload(body)  # refuses NaN and anything JSON cannot say, before anyone signs
-    return body
+    # Refuses NaN and anything JSON cannot say, before anyone signs.
+    return body, signing_payload(body)
 
 
 def signing_payload(body: Mapping[str, Any]) -> bytes:
@@ -287,7 +297,7 @@ def signing_payload(body: Mapping[str, Any]) -> bytes:
     try:
         if version == 1:
             return canonical_json(body)
-        return rfc8785.dumps(dict(body))
+        return jcs(dict(body))
     except (TypeError, ValueError, rfc8785.CanonicalizationError) as exc:
         raise MalformedReceipt(f"the receipt body is not canonical JSON data: {exc}") from exc
 

@@ -39,6 +39,7 @@ __all__ = [
     "read_connection",
     "session_factory",
     "session_scope",
+    "single_statements",
 ]
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -208,6 +209,25 @@ def read_connection(engine: Engine | None = None) -> Iterator[Connection]:
 
     On PostgreSQL each statement runs on its own (autocommit): no BEGIN and COMMIT round trips.
     Elsewhere it is one transaction, ended when the block exits. Never write through it.
+    """
+    engine = engine or get_engine()
+    if engine.dialect.name != "postgresql":
+        with engine.begin() as connection:
+            yield connection
+        return
+    with _autocommit_engine(engine).connect() as connection:
+        yield connection
+
+
+@contextmanager
+def single_statements(engine: Engine | None = None) -> Iterator[Connection]:
+    """A connection on which each statement is a transaction of its own: for a write that is
+    one statement and is committed before anything else happens (one round trip, where
+    BEGIN, the statement and COMMIT took three).
+
+    On PostgreSQL each statement commits when it returns (autocommit). Elsewhere the block is
+    one transaction, committed when it exits. Never run two statements that must commit
+    together through it.
     """
     engine = engine or get_engine()
     if engine.dialect.name != "postgresql":

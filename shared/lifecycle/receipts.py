@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from shared.core.receipt import (
     ReceiptContract,
-    build_receipt_body,
+    build_signed_receipt_body,
     receipt_document,
-    signing_payload,
 )
 from shared.core.types import OperationState, Verdict
 from shared.core.verifiers import verifier_of
@@ -177,7 +176,7 @@ def issue_receipt(
     subject_id = operation.subject_id
     if subject_id is None:
         subject_id = decision.get("subject_id")
-    body = build_receipt_body(
+    body, payload = build_signed_receipt_body(
         receipt_id=receipt_id,
         operation_id=operation.id,
         workspace_id=operation.workspace_id,
@@ -209,7 +208,7 @@ def issue_receipt(
         ),
     )
     key = active_signing_key(session, now=now, settings=settings, active=active)
-    signature = sign_payload(key.private_key, signing_payload(body))
+    signature = sign_payload(key.private_key, payload)
     if previous:
         # The old rows stop being current; their body and signature are never touched.
         session.execute(update(table).where(table.c.id.in_(previous)).values(current=False))

@@ -372,6 +372,14 @@ def _wake_for_events_pg(session: Session, ids: list[str], now: datetime) -> list
     return sorted((op_id, fence) for op_id, fence, _ in moved)
 
 
+_CLAIM = (
+    update(Operation)
+    .where(Operation.id == bindparam("operation_id"), Operation.fence == bindparam("claimed_fence"))
+    .values(reading_fence=Operation.fence)
+)
+"""Built once (building a statement and its cache key costs more than running it)."""
+
+
 def claim_reading(connection: Connection, operation_id: str, fence: int) -> bool:
     """Record that an observer begins to read ``fence`` (before its readbacks); False when the
     fence is no longer the operation's (a wake or a schedule moved it: the message is stale).
@@ -379,9 +387,5 @@ def claim_reading(connection: Connection, operation_id: str, fence: int) -> bool
     An update of the operation's row: it waits for a correlation that holds the row
     (:func:`wake_for_events`) and re-reads the fence after it, so a kept message is read after
     the events that kept it. The caller commits before it reads."""
-    result = connection.execute(
-        update(Operation)
-        .where(Operation.id == operation_id, Operation.fence == fence)
-        .values(reading_fence=Operation.fence)
-    )
+    result = connection.execute(_CLAIM, {"operation_id": operation_id, "claimed_fence": fence})
     return bool(result.rowcount == 1)

@@ -116,19 +116,21 @@ class _ByRouteTemplate(PrometheusInstrumentatorMiddleware):
     every route with its full template, prefixes included, so the templates are read from it
     once per application and matched in order, as the router does."""
 
-    _templates: list[tuple[re.Pattern[str], str]] | None = None
+    _templates: list[tuple[str, re.Pattern[str], str]] | None = None
 
     def _get_handler(self, request: Any) -> tuple[str, bool]:
         if self._templates is None:
             self._templates = _route_templates(request.app)
         path = request.scope["path"]
-        for pattern, template in self._templates:
-            if pattern.match(path):
+        # The literal start of a template first: a plain string comparison rules out most
+        # routes (every webhook delivery went through each route's pattern to match none).
+        for start, pattern, template in self._templates:
+            if path.startswith(start) and pattern.match(path):
                 return template, True
         return path, False
 
 
-def _route_templates(app: Any) -> list[tuple[re.Pattern[str], str]]:
+def _route_templates(app: Any) -> list[tuple[str, re.Pattern[str], str]]:
     from fastapi import routing
     from starlette.routing import compile_path
 
@@ -139,7 +141,7 @@ def _route_templates(app: Any) -> list[tuple[re.Pattern[str], str]]:
         template = getattr(context, "path_format", None) or getattr(context, "path", None)
         if isinstance(template, str) and template:
             pattern, _, _ = compile_path(template)
-            templates.append((pattern, template))
+            templates.append((template.partition("{")[0], pattern, template))
     return templates
 
 

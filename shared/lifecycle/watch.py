@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Table, bindparam, delete, insert, select, tuple_
 from sqlalchemy.orm import Session
@@ -35,6 +36,7 @@ from shared.core.retry import retry_guidance
 from shared.core.types import Decision, OperationState, Verdict
 from shared.core.verifiers import verifier_of
 from shared.db.models import Operation, WatchKey
+from shared.db.sql import driver_cursor
 
 __all__ = [
     "WATCHED_STATES",
@@ -103,6 +105,21 @@ def start_watch(
         session.execute(_ADD_KEYS, rows if len(rows) > 1 else rows[0])
 
 
+_PG_WATCHED = """
+    SELECT w.operation_id, w.workspace_id, w.provider, w.value, w.event_types
+    FROM unnest(CAST(%(ws)s AS TEXT[]), CAST(%(prov)s AS TEXT[]), CAST(%(val)s AS TEXT[]))
+         AS k(ws, prov, val)
+    JOIN watch_keys w ON w.workspace_id = k.ws AND w.provider = k.prov AND w.value = k.val
+    WHERE w.until > %(now)s
+    """
+"""PostgreSQL: the live watch keys of a list of (workspace, provider, value), as three array
+parameters on the driver: one statement text whatever the list's length (psycopg prepares it),
+where a tuple ``IN`` list is a statement of its own per length, compiled by SQLAlchemy with a
+parameter per value and parsed and planned again by the server each time."""
+_PG_CHUNK = 4096
+"""Keys per statement on PostgreSQL (the arrays are one parameter each)."""
+
+
 def rechecks_for_events(
     session: Session,
     events: Iterable[tuple[str, str, str, Iterable[str]]],
@@ -120,6 +137,23 @@ def rechecks_for_events(
         return {}
     found: dict[str, set[str]] = {}
     keys = sorted(wanted)
+    if session.get_bind().dialect.name == "postgresql":
+        watched: list[Any] = []
+        with driver_cursor(session) as cursor:
+            for start in range(0, len(keys), _PG_CHUNK):
+                chunk = keys[start : start + _PG_CHUNK]
+                params = {
+                    "ws": [k[0] for k in chunk],
+                    "prov": [k[1] for k in chunk],
+                    "val": [k[2] for k in chunk],
+                    "now": now,
+                }
+                watched.extend(cursor.execute(_PG_WATCHED, params).fetchall())
+        for operation_id, ws, provider, value, event_types in watched:
+            named = wanted[(ws, provider, value)] & set(event_types.split())
+            if named:
+                found.setdefault(operation_id, set()).update(named)
+        return found
     for start in range(0, len(keys), 500):
         chunk = keys[start : start + 500]
         rows = session.execute(

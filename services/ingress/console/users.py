@@ -14,8 +14,9 @@ from fastapi import APIRouter, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 
-from services.ingress.console.auth import csrf_ok, signed_in
+from services.ingress.console.auth import csrf_ok
 from services.ingress.console.render import html, secured
+from services.ingress.console.settings.common import admin_session, refused
 from services.ingress.deps import app_engine, now, transaction
 from shared.db.console_sessions import SignedIn
 from shared.db.console_users import (
@@ -39,8 +40,6 @@ API_OPERATIONS: dict[str, str] = {
 }
 
 UserId = Annotated[str, Path(max_length=40)]
-ADMINS_ONLY = "Console users are managed with an admin key's session."
-CSRF_REFUSED = "The form did not carry this session's token; reload the page and try again."
 
 
 def _refused(who: SignedIn, message: str, *, status_code: int = 403) -> Response:
@@ -56,18 +55,14 @@ def _page(request: Request, who: SignedIn, *, status_code: int = 200, **extra: A
 
 @router.get("")
 def users_page(request: Request) -> Response:
-    who = signed_in(request)
-    if not who.admin:
-        return _refused(who, ADMINS_ONLY)
+    who = admin_session(request)
     return _page(request, who)
 
 
 def _create(request: Request, form: dict[str, Any]) -> Response:
-    who = signed_in(request)
-    if not who.admin:
-        return _refused(who, ADMINS_ONLY)
+    who = admin_session(request)
     if not csrf_ok(who.csrf, form.get("csrf")):
-        return _refused(who, CSRF_REFUSED)
+        return refused(who)
     email = str(form.get("email") or "")[:300]
     created: ConsoleUser | None = None
     try:
@@ -88,11 +83,9 @@ async def create_user(request: Request) -> Response:
 
 
 def _disable(request: Request, user_id: str, form: dict[str, Any]) -> Response:
-    who = signed_in(request)
-    if not who.admin:
-        return _refused(who, ADMINS_ONLY)
+    who = admin_session(request)
     if not csrf_ok(who.csrf, form.get("csrf")):
-        return _refused(who, CSRF_REFUSED)
+        return refused(who)
     try:
         with transaction(app_engine(request)) as session:
             disable_console_user(session, who.workspace_id, user_id, now=now())

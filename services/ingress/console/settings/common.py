@@ -14,6 +14,8 @@ from services.ingress.console.auth import signed_in
 from services.ingress.console.render import html, secured
 from services.ingress.problems import ApiError
 from shared.db.console_sessions import SignedIn
+from shared.db.tenants import TenantError
+from shared.trust.secrets import SecretError
 
 __all__ = [
     "ADMINS_ONLY",
@@ -76,8 +78,11 @@ def not_found(who: SignedIn, message: str) -> Response:
     return html("message.html", status_code=404, who=who, title="Not found", message=message)
 
 
-def invalid(exc: ValidationError | ApiError) -> str:
-    """One sentence from a request model's refusal: each field and what is wrong with it."""
+def invalid(exc: ValidationError | ApiError | TenantError | SecretError) -> str:
+    """One sentence from a refusal: a request model's (each field and what is wrong with it),
+    an API error's detail, or what the workspace's records or secrets refused."""
+    if isinstance(exc, TenantError | SecretError):
+        return str(exc)
     if isinstance(exc, ApiError):
         return exc.detail
     return "; ".join(

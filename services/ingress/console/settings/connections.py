@@ -131,8 +131,7 @@ def _set_connection(request: Request, form: Form) -> Response:
                 now=now(),
             )
     except (ValidationError, ApiError, TenantError, SecretError) as exc:
-        message = str(exc) if isinstance(exc, TenantError | SecretError) else invalid(exc)
-        return _connections_page(request, who, status_code=422, error=message)
+        return _connections_page(request, who, status_code=422, error=invalid(exc))
     return back("/console/settings/connections")
 
 
@@ -176,8 +175,7 @@ def _rotate(request: Request, provider: str, form: Form) -> Response:
                 now=now(),
             )
     except (ValidationError, ApiError, TenantError, SecretError) as exc:
-        message = str(exc) if isinstance(exc, TenantError | SecretError) else invalid(exc)
-        return _connections_page(request, who, status_code=422, error=message)
+        return _connections_page(request, who, status_code=422, error=invalid(exc))
     return back("/console/settings/connections")
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from shared.db.models import ApiKey, Connection, Workspace
@@ -199,6 +199,23 @@ class Authenticated:
         return self.last_used_at is None or self.last_used_at <= now - LAST_USED_EVERY
 
 
+_KEY_BY_HASH = (
+    select(
+        ApiKey.id,
+        ApiKey.workspace_id,
+        ApiKey.scopes,
+        ApiKey.revoked_at,
+        ApiKey.last_used_at,
+        Workspace.action_window_seconds,
+    )
+    .join(Workspace, Workspace.id == ApiKey.workspace_id)
+    .where(ApiKey.key_hash == bindparam("key_hash"))
+)
+"""The key of a hash and its workspace's action window: built once and run as Core (no ORM
+entity is loaded), as every authenticated request runs it; building and running it through the
+ORM each time cost about 0.3 ms of CPU."""
+
+
 def authenticate(
     session: Session, plain_key: str, *, now: datetime | None = None
 ) -> Authenticated | None:
@@ -210,18 +227,7 @@ def authenticate(
     (:meth:`Authenticated.use_is_stale`), so that the key's row is never locked across its work."""
     if not plain_key.startswith("pv_") or len(plain_key) > 200:
         return None
-    row = session.execute(
-        select(
-            ApiKey.id,
-            ApiKey.workspace_id,
-            ApiKey.scopes,
-            ApiKey.revoked_at,
-            ApiKey.last_used_at,
-            Workspace.action_window_seconds,
-        )
-        .join(Workspace, Workspace.id == ApiKey.workspace_id)
-        .where(ApiKey.key_hash == hash_api_key(plain_key))
-    ).first()
+    row = session.connection().execute(_KEY_BY_HASH, {"key_hash": hash_api_key(plain_key)}).first()
     if row is None or row.revoked_at is not None:
         return None
     found = Authenticated(

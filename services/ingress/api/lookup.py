@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from services.ingress.problems import ApiError
@@ -16,6 +16,13 @@ __all__ = ["load_operation", "state_conflict"]
 
 _ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 
+_OPERATION = select(Operation).where(
+    Operation.id == bindparam("operation_id"),
+    Operation.workspace_id == bindparam("workspace_id"),
+)
+_OPERATION_FOR_UPDATE = _OPERATION.with_for_update()
+"""Built once: every report and read of an operation runs one of them."""
+
 
 def load_operation(
     session: Session, workspace_id: str, operation_id: str, *, for_update: bool = False
@@ -23,15 +30,15 @@ def load_operation(
     """The workspace's operation, else 404 (another workspace's looks exactly like none)."""
     if not _ID.fullmatch(operation_id):
         raise ApiError(404, "not-found", f"no operation {operation_id}")
-    query = select(Operation).where(
-        Operation.id == operation_id, Operation.workspace_id == workspace_id
-    )
+    query = _OPERATION
     if for_update:
         # Before the row lock: a change that may teach the operation its keys must not
         # interleave with a correlator of the workspace (shared.intake.correlate.lock_correlation).
         lock_correlation(session, [workspace_id], shared=True)
-        query = query.with_for_update()
-    op = session.execute(query).scalar_one_or_none()
+        query = _OPERATION_FOR_UPDATE
+    op = session.execute(
+        query, {"operation_id": operation_id, "workspace_id": workspace_id}
+    ).scalar_one_or_none()
     if op is None:
         raise ApiError(404, "not-found", f"no operation {operation_id}")
     return op

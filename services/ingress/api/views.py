@@ -6,7 +6,7 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from services.ingress.api.schemas import (
@@ -158,12 +158,21 @@ def _review(op: Operation) -> ReviewOut | None:
     )
 
 
+_LINKED_EVENTS = (
+    select(Event, OperationEvent)
+    .join(OperationEvent, OperationEvent.event_pk == Event.id)
+    .where(
+        OperationEvent.operation_id == bindparam("operation_id"),
+        Event.workspace_id == bindparam("workspace_id"),
+    )
+    .order_by(Event.provider_timestamp, Event.event_id)
+)
+"""Built once: every read and report of an operation runs it."""
+
+
 def _linked_events(session: Session, op: Operation) -> list[tuple[Event, OperationEvent]]:
     rows = session.execute(
-        select(Event, OperationEvent)
-        .join(OperationEvent, OperationEvent.event_pk == Event.id)
-        .where(OperationEvent.operation_id == op.id, Event.workspace_id == op.workspace_id)
-        .order_by(Event.provider_timestamp, Event.event_id)
+        _LINKED_EVENTS, {"operation_id": op.id, "workspace_id": op.workspace_id}
     ).all()
     return [(event, link) for event, link in rows]
 

@@ -320,14 +320,18 @@ class Observer:
 
     def _store(self, operation_id: str, fence: int, readings: list[Reading]) -> ObserveOutcome:
         with session_scope(self.engine) as session:
+            # The Core statements run on the transaction's connection: through the session they
+            # paid its ORM dispatch (bind lookup, autoflush, compile-state) for nothing, as
+            # nothing here is an ORM object the session tracks.
+            connection = session.connection()
             read_at = self.clock()
-            row = session.execute(
+            row = connection.execute(
                 COUNT_ATTEMPT,
                 {"operation_id": operation_id, "read_before": read_at + SLOT_TOLERANCE},
             ).first()
             if row is None:
                 # Nothing was written: the operation is gone, or closed since it was read.
-                found = session.execute(EXISTS, {"operation_id": operation_id}).first()
+                found = connection.execute(EXISTS, {"operation_id": operation_id}).first()
                 return ObserveOutcome.CLOSED if found is not None else ObserveOutcome.MISSING
             op = operation_of(row)
             if counts_as_slot(op.slot_at, read_at):
@@ -350,7 +354,7 @@ class Observer:
                 session, operation_id=operation_id, contract=contract, readings=readings
             )
             if readings:
-                session.execute(
+                connection.execute(
                     INSERT_OBSERVATIONS,
                     [observation_row(op, fence, reading) for reading in readings],
                 )

@@ -276,7 +276,7 @@ def recheck_verified(
     from shared.core.engine import decide
     from shared.db.models import Observation as ObservationRow
     from shared.db.models import Operation as OperationRow
-    from shared.lifecycle.contracts import contract_for
+    from shared.lifecycle.contract_cache import cached_contract_for
     from shared.lifecycle.operations import facts_for
 
     if not needs_recheck(operation):
@@ -293,7 +293,7 @@ def recheck_verified(
         # The recheck reading is not stored yet (another message woke the evaluation): the
         # observe task of this fence evaluates again once it has read.
         return CheckOutcome.NOT_APPLICABLE, None
-    contract = contract_for(session, operation)
+    contract = cached_contract_for(session, operation)  # pinned by the operation's hash
     decision = decide(contract, facts_for(operation), observations, now)
     outcome, receipt = check_late_evidence(session, operation, decision, now=now, settings=settings)
     if outcome is CheckOutcome.FLAGGED:

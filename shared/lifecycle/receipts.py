@@ -150,7 +150,7 @@ def issue_receipt(
 
     from shared.core.state_machine import is_final
     from shared.db.models import Receipt
-    from shared.lifecycle.contracts import contract_for
+    from shared.lifecycle.contract_cache import cached_contract_for
 
     verdict = operation.verdict
     if not operation.final or not is_final(operation.state):
@@ -164,7 +164,8 @@ def issue_receipt(
     read = session.execute(statements.current, {"operation_id": operation.id}).all()
     previous = [row.id for row in read if row.id is not None]
     active = None if read[0].key_id is None else (read[0].key_id, bool(read[0].has_private))
-    contract = contract_for(session, operation)
+    # The hash pins the contract: the worker that just decided holds it checked in memory.
+    contract = cached_contract_for(session, operation)
     decision: Mapping[str, Any] = operation.decision or {}
     webhook = {c.name for c in contract.channels if verifier_of(c).reduces_events}
     evidence = receipt_evidence(session, operation, decision, webhook, latest)

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, event, select
 
 from services.observer.observe import ObserveOutcome, Observer
 from services.verdict.evaluate import Plan, evaluate_operation
@@ -380,6 +380,41 @@ def test_the_webhook_channel_reduces_stored_correlated_events(env: Cluster) -> N
     assert (decision.verdict.value, decision.reason) == ("CONTRADICTED", "duplicate_refund_present")
     op = _op(env, op_id)
     assert (op.state, op.final) == ("CONTRADICTED", True)
+
+
+def test_the_receipt_of_a_custom_contract_reuses_the_contract_the_evaluation_checked(
+    env: Cluster,
+) -> None:
+    """The contract hash pins the contract: once a worker has loaded and checked it, neither the
+    decision nor the receipt reads the workspace's custom contract again."""
+    tenant = make_tenant(
+        env, "http://provider.test", short_contract(contract_id="t.pinned"), name="pinned"
+    )
+    now = datetime.now(UTC)
+    refunds, sent = Refunds(), Sent()
+    op_ids = []
+    for refund_id in ("re_p1", "re_p2"):
+        op_ids.append(_operation(env, tenant, refund_id, created=now))
+        refunds.answers[refund_id] = (200, _refund(refund_id, created=now))
+        _observer(env, refunds, sent).observe(op_ids[-1], 1)
+    evaluate_operation(env.engine, op_ids[0], settings=env.settings, send=lambda *_: None)
+
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    event.listen(env.engine, "before_cursor_execute", record)
+    try:
+        decision = evaluate_operation(
+            env.engine, op_ids[1], settings=env.settings, send=lambda *_: None
+        )
+    finally:
+        event.remove(env.engine, "before_cursor_execute", record)
+    assert decision is not None
+    assert decision.verdict.value == "VERIFIED"
+    assert any(s.startswith("INSERT INTO receipts") for s in statements)
+    assert not [s for s in statements if "custom_contracts" in s]
 
 
 def test_evaluate_schedules_from_the_reading_and_only_when_the_fence_was_read(

@@ -182,6 +182,8 @@ def _request_id(scope: Scope) -> str:
 
 
 def _access_line(scope: Scope, status: int, started: float) -> None:
+    """The request's ``http.request`` line: fields a query can filter on, never a sentence,
+    and no secret of the query string."""
     client = scope.get("client")
     fields: dict[str, Any] = {
         "method": scope.get("method"),

@@ -79,6 +79,17 @@ _WATCH_KEYS: Table = WatchKey.__table__  # type: ignore[assignment]
 _END_WATCH = delete(_WATCH_KEYS).where(_WATCH_KEYS.c.operation_id == bindparam("operation_id"))
 _ADD_KEYS = insert(_WATCH_KEYS)
 
+_PG_ADD_KEYS = """
+    INSERT INTO watch_keys (operation_id, provider, value, workspace_id, event_types, until)
+    SELECT %(operation_id)s, k.provider, k.value, %(workspace_id)s, k.event_types, %(until)s
+    FROM unnest(CAST(%(prov)s AS TEXT[]), CAST(%(val)s AS TEXT[]), CAST(%(types)s AS TEXT[]))
+         AS k(provider, value, event_types)
+    ON CONFLICT (operation_id, provider, value)
+    DO UPDATE SET event_types = EXCLUDED.event_types, until = EXCLUDED.until
+    """
+"""PostgreSQL: every key of a watch in one statement on the driver, whatever their number (the
+arrays are one parameter each; psycopg prepares it), where an executemany sends one per key."""
+
 
 def start_watch(
     session: Session,
@@ -87,7 +98,12 @@ def start_watch(
     *,
     until: datetime,
 ) -> None:
-    """Write the watch keys of ``op`` (``keys``: provider → (values, event types))."""
+    """Write the watch keys of ``op`` (``keys``: provider → (values, event types)).
+
+    A watch starts with the final verdict of an open operation, and no final state leaves for an
+    open one (``shared.core.state_machine``): the operation was never watched, so there is no
+    earlier watch to delete. Were a key there all the same, it is written again with this watch's
+    event types and end; a watch only ever gains keys, so no event it names is missed."""
     rows = [
         {
             "operation_id": op.id,
@@ -100,9 +116,22 @@ def start_watch(
         for provider, (values, types) in sorted(keys.items())
         for value in sorted(values)
     ]
-    if rows:
-        session.execute(_END_WATCH, {"operation_id": op.id})
-        session.execute(_ADD_KEYS, rows if len(rows) > 1 else rows[0])
+    if not rows:
+        return
+    if session.get_bind().dialect.name == "postgresql":
+        params = {
+            "operation_id": op.id,
+            "workspace_id": op.workspace_id,
+            "until": until,
+            "prov": [row["provider"] for row in rows],
+            "val": [row["value"] for row in rows],
+            "types": [row["event_types"] for row in rows],
+        }
+        with driver_cursor(session) as cursor:
+            cursor.execute(_PG_ADD_KEYS, params)
+        return
+    session.execute(_END_WATCH, {"operation_id": op.id})
+    session.execute(_ADD_KEYS, rows if len(rows) > 1 else rows[0])
 
 
 _PG_WATCHED = """

@@ -1,0 +1,141 @@
+"""What a final evaluate sends to PostgreSQL: every statement of one evaluate that decides
+VERIFIED, counted on the driver (the statements SQLAlchemy sends, those sent on the driver's own
+cursor and the audit chain's pipeline alike), and what it wrote: the fenced state, the receipt
+and the watch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from services.verdict.evaluate import Plan, evaluate_operation
+from shared.db.models import Operation, Receipt, Transition, WatchKey, Workspace
+from shared.lifecycle.contracts import find_contract
+from shared.runtime.settings import Settings
+from tests.integration.receipts.conftest import T0, RefundFlow
+
+pytestmark = pytest.mark.integration
+
+FINAL_EVALUATE = [
+    "SELECT operations",  # the operation
+    "SELECT observations",  # the latest readings
+    "SELECT count(pg_advisory_xact_lock",  # the evidence locks
+    "SELECT events",  # the events the webhook channels reduce
+    "UPDATE operations",  # the fenced final state
+    "SELECT active_key",  # the signing key and the current receipt, locked
+    "INSERT INTO receipts",
+    "INSERT INTO watch_keys",  # every key of the watch in one statement
+    "WITH head AS ( UPDATE workspaces",  # the audit chain, pipelined with the COMMIT
+]
+
+
+@contextmanager
+def _statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every statement the driver executes (an executemany counts one per parameter set)."""
+    sent: list[str] = []
+    execute, executemany = psycopg.Cursor.execute, psycopg.Cursor.executemany
+
+    def one(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(" ".join(str(query).split()))
+        return execute(self, query, *args, **kwargs)
+
+    def many(self: Any, query: Any, params_seq: Any, *args: Any, **kwargs: Any) -> Any:
+        params = list(params_seq)
+        sent.extend([" ".join(str(query).split())] * len(params))
+        return executemany(self, query, params, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(psycopg.Cursor, "execute", one)
+        patched.setattr(psycopg.Cursor, "executemany", many)
+        yield sent
+
+
+def _observed(flow: RefundFlow, at: datetime) -> None:
+    """A stripe.refund.created 1.0.0 operation (as the pipeline bench creates them) whose
+    refund was read back at ``at``, with no event: the evaluate decides VERIFIED."""
+    with Session(flow.engine) as session, session.begin():
+        if session.get(Workspace, flow.workspace_id) is None:
+            session.add(Workspace(id=flow.workspace_id, name="w", created_at=T0))
+            session.flush()
+        resolved = find_contract(session, flow.workspace_id, "stripe.refund.created", "1.0.0")
+        op = Operation(
+            id=flow.operation_id,
+            workspace_id=flow.workspace_id,
+            contract_id=resolved.contract.id,
+            contract_version=resolved.contract.version,
+            contract_hash=resolved.hash,
+            completion_level=resolved.contract.completion_level,
+            state="OBSERVING",
+            verdict="PENDING",
+            reason="awaiting_evidence",
+            input={"charge": flow.charge, "amount": 500, "currency": "usd"},
+            action_phase="accepted",
+            action_result={"id": flow.refund_id, "object": "refund"},
+            action_reported_at=T0,
+            subject_id=flow.refund_id,
+            learned_keys={},
+            created_at=T0,
+            updated_at=T0,
+        )
+        session.add(op)
+        session.flush()
+        flow.observe(session, op, "succeeded", at)
+        op.fence = flow.fence  # the fence it observed
+        op.attempts = 1
+
+
+def test_a_final_evaluate_sends_nine_statements(
+    pg_engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = T0 + timedelta(seconds=3)
+    warm = RefundFlow(engine=pg_engine, operation_id="op_0", refund_id="re_0")
+    flow = RefundFlow(engine=pg_engine, operation_id="op_1", refund_id="re_1")
+    _observed(warm, at)
+    _observed(flow, at)
+    # The first receipt of the record creates the signing key; the worker has it afterwards.
+    first = evaluate_operation(
+        pg_engine, warm.operation_id, settings=settings, clock=lambda: at, send=lambda *_: None
+    )
+    assert first is not None
+    assert first.verdict == "VERIFIED", first
+
+    plans: list[Plan] = []
+    with _statements(monkeypatch) as sent:
+        decided = evaluate_operation(
+            flow.engine,
+            flow.operation_id,
+            settings=settings,
+            clock=lambda: at,
+            send=lambda _op, plan: plans.append(plan),
+        )
+
+    assert decided is not None
+    assert decided.verdict == "VERIFIED", decided
+    assert plans == [Plan()]
+    assert len(sent) == len(FINAL_EVALUATE), "\n".join(sent)
+    for statement, expected in zip(sent, FINAL_EVALUATE, strict=True):
+        assert expected in statement, (expected, statement)
+
+    with Session(flow.engine) as session:
+        op = session.get(Operation, flow.operation_id)
+        assert op is not None
+        assert (op.state, op.final, op.version) == ("VERIFIED", True, 2)
+        receipts = session.scalars(select(Receipt).where(Receipt.operation_id == op.id)).all()
+        assert [(r.current, r.supersedes) for r in receipts] == [(True, None)]
+        assert receipts[0].body["verdict"] == "VERIFIED"
+        watch = session.scalars(select(WatchKey).where(WatchKey.operation_id == op.id)).all()
+        assert {w.value for w in watch} >= {flow.refund_id, flow.charge}
+        assert {w.until for w in watch} == {op.watch_until}
+        chain = session.scalars(
+            select(Transition.to_state)
+            .where(Transition.operation_id == op.id)
+            .order_by(Transition.seq)
+        ).all()
+        assert chain == ["VERIFIED"]

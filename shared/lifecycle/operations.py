@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from shared.core.shown import shown_expected, shown_value
-from shared.core.state_machine import transition
+from shared.core.state_machine import is_final, transition
 from shared.core.types import Decision, OperationFacts, OperationState
 from shared.db.audit import append_transition
 from shared.db.models import Operation, Receipt
@@ -183,7 +183,14 @@ def change_state(
         # other state change of the workspace waits on that lock meanwhile.
         from shared.lifecycle.receipts import issue_receipt
 
-        issued = issue_receipt(session, op, now=now, settings=settings, latest=readings)
+        issued = issue_receipt(
+            session,
+            op,
+            now=now,
+            settings=settings,
+            latest=readings,
+            first=not is_final(current),
+        )
     if (target.value, verdict, reason) != previous:
         append_transition(
             session,

@@ -44,6 +44,7 @@ __all__ = [
     "SigningKey",
     "active_signing_key",
     "ensure_active_key",
+    "last_signing_key",
     "list_receipt_keys",
     "rotate_receipt_key",
 ]
@@ -57,6 +58,8 @@ class SigningKey:
 
 _cache: dict[str, Ed25519PrivateKey] = {}
 _cache_lock = threading.Lock()
+_last: dict[Path | None, SigningKey] = {}
+"""The key :func:`active_signing_key` last returned, per key file setting (None: stored keys)."""
 
 
 def _settings(settings: Settings | None) -> Settings:
@@ -189,6 +192,9 @@ def _retire(row: ReceiptKey, *, now: datetime) -> None:
     row.private_key_enc = None
     with _cache_lock:
         _cache.pop(row.key_id, None)
+        for source, key in list(_last.items()):
+            if key.key_id == row.key_id:
+                del _last[source]
 
 
 def _from_file(session: Session, path: Path, *, now: datetime, settings: Settings) -> SigningKey:
@@ -232,6 +238,27 @@ def active_signing_key(
     :func:`active_key_columns`.
     """
     settings = _settings(settings)
+    key = _signing_key(session, now=now, settings=settings, active=active)
+    with _cache_lock:
+        _last[settings.receipt_key_file] = key
+    return key
+
+
+def last_signing_key(settings: Settings | None = None) -> SigningKey | None:
+    """The key :func:`active_signing_key` last returned in this process (for the same key file
+    setting), without a read; None before the first.
+
+    Another process may have retired it since (a rotation). Sign with it only where the
+    statement that stores the signature also checks that the key is still active, and ask
+    :func:`active_signing_key` again when it is not."""
+    source = _settings(settings).receipt_key_file
+    with _cache_lock:
+        return _last.get(source)
+
+
+def _signing_key(
+    session: Session, *, now: datetime, settings: Settings, active: tuple[str, bool] | None
+) -> SigningKey:
     if settings.receipt_key_file is not None:
         return _from_file(session, settings.receipt_key_file, now=now, settings=settings)
     if active is _UNREAD:

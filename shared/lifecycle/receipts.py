@@ -40,7 +40,7 @@ from shared.lifecycle.receipt_evidence import (
     receipt_evidence,
 )
 from shared.lifecycle.receipt_keyring import sign_payload
-from shared.lifecycle.receipt_keys import active_signing_key
+from shared.lifecycle.receipt_keys import active_signing_key, last_signing_key
 from shared.lifecycle.watch import WATCHED_STATES
 
 if TYPE_CHECKING:
@@ -96,6 +96,8 @@ class _IssueStatements:
     # current receipts (id; locked, oldest first). One row with NULLs when neither exists.
     current: Any
     insert: Any
+    # The same INSERT, of no row unless the key that signed it is active (in one statement).
+    insert_if_key_active: Any
 
 
 _ISSUE: _IssueStatements | None = None
@@ -105,12 +107,17 @@ def _issue_statements() -> _IssueStatements:
     """Built once: constructing statements and their cache keys costs more than running them."""
     global _ISSUE
     if _ISSUE is None:
-        from sqlalchemy import bindparam, insert, literal, select, true
+        from sqlalchemy import bindparam, exists, insert, literal, select, true
 
-        from shared.db.models import Receipt
+        from shared.db.models import Receipt, ReceiptKey
+        from shared.lifecycle.receipt_keyring import ACTIVE
         from shared.lifecycle.receipt_keys import active_key_columns
 
         table = cast("Table", Receipt.__table__)
+        keys = cast("Table", ReceiptKey.__table__)
+        columns = list(table.c)
+        params = {c.name: bindparam(c.name, type_=c.type) for c in columns}
+        key_active = exists().where(keys.c.key_id == params["key_id"], keys.c.status == ACTIVE)
         one = select(literal(1).label("one")).subquery("one")
         key = active_key_columns().subquery("active_key")
         current = (
@@ -124,6 +131,9 @@ def _issue_statements() -> _IssueStatements:
             .select_from(one.outerjoin(key, true()).outerjoin(current, true()))
             .order_by(current.c.created_at),
             insert=insert(table),
+            insert_if_key_active=insert(table)
+            .from_select(columns, select(*params.values()).where(key_active))
+            .execution_options(preserve_rowcount=True),
         )
     return _ISSUE
 
@@ -135,6 +145,7 @@ def issue_receipt(
     now: datetime,
     settings: Settings | None = None,
     latest: Sequence[Any] | None = None,
+    first: bool = False,
 ) -> Receipt:
     """Sign and store the receipt of ``operation``'s final verdict (in the caller's transaction).
 
@@ -143,9 +154,12 @@ def issue_receipt(
     ``latest``: the latest readings the decision was made from, read in this transaction (rows
     with ``channel``, ``observed_at`` and ``value``, ordered by id); the webhook evidence is
     taken from them when they hold it, instead of read again.
+    ``first``: the operation has just left an open state, so it has no receipt to supersede (no
+    final state leaves for an open one, and the record refuses a second current receipt): none
+    is read, and the receipt is signed with the key this process signed with last when that key
+    is still active, checked by the statement that stores the receipt (no read of the key).
     """
     from sqlalchemy import update
-    from sqlalchemy.orm import make_transient_to_detached
     from sqlalchemy.orm.attributes import set_committed_value
 
     from shared.core.state_machine import is_final
@@ -161,9 +175,14 @@ def issue_receipt(
     session.flush()  # what autoflush would have sent before the reads below
     table = cast("Table", Receipt.__table__)
     statements = _issue_statements()
-    read = session.execute(statements.current, {"operation_id": operation.id}).all()
-    previous = [row.id for row in read if row.id is not None]
-    active = None if read[0].key_id is None else (read[0].key_id, bool(read[0].has_private))
+    previous: list[str] = []
+    active: dict[str, Any] = {}  # the active key, when read with the current receipts
+    if not first:
+        read = session.execute(statements.current, {"operation_id": operation.id}).all()
+        previous = [row.id for row in read if row.id is not None]
+        active["active"] = (
+            None if read[0].key_id is None else (read[0].key_id, bool(read[0].has_private))
+        )
     # The hash pins the contract: the worker that just decided holds it checked in memory.
     contract = cached_contract_for(session, operation)
     decision: Mapping[str, Any] = operation.decision or {}
@@ -208,8 +227,24 @@ def issue_receipt(
             else None
         ),
     )
-    key = active_signing_key(session, now=now, settings=settings, active=active)
-    signature = sign_payload(key.private_key, payload)
+    values = {
+        "id": receipt_id,
+        "operation_id": operation.id,
+        "workspace_id": operation.workspace_id,
+        "body": body,
+        "supersedes": supersedes,
+        "current": True,
+        "created_at": now,
+    }
+    last = last_signing_key(settings) if first else None
+    if last is not None:
+        values.update(signature=sign_payload(last.private_key, payload), key_id=last.key_id)
+        stored = session.connection().execute(statements.insert_if_key_active, values)
+        if stored.rowcount == 1:
+            return _stored(session, values)
+        # Retired since this process signed with it (a rotation): read the active key.
+    key = active_signing_key(session, now=now, settings=settings, **active)
+    values.update(signature=sign_payload(key.private_key, payload), key_id=key.key_id)
     if previous:
         # The old rows stop being current; their body and signature are never touched.
         session.execute(update(table).where(table.c.id.in_(previous)).values(current=False))
@@ -217,19 +252,16 @@ def issue_receipt(
             loaded = session.identity_map.get(session.identity_key(Receipt, old_id))
             if loaded is not None:
                 set_committed_value(loaded, "current", False)
-    values = {
-        "id": receipt_id,
-        "operation_id": operation.id,
-        "workspace_id": operation.workspace_id,
-        "body": body,
-        "signature": signature,
-        "key_id": key.key_id,
-        "supersedes": supersedes,
-        "current": True,
-        "created_at": now,
-    }
     session.execute(statements.insert, values)
-    # The stored row, as the session would hold it after a flush (no second INSERT).
+    return _stored(session, values)
+
+
+def _stored(session: Session, values: dict[str, Any]) -> Receipt:
+    """The stored row, as the session would hold it after a flush (no second INSERT)."""
+    from sqlalchemy.orm import make_transient_to_detached
+
+    from shared.db.models import Receipt
+
     row = Receipt(**values)
     make_transient_to_detached(row)
     session.add(row)

@@ -1,10 +1,12 @@
 """What a final evaluate sends to PostgreSQL: every statement of one evaluate that decides
 VERIFIED, counted on the driver (the statements SQLAlchemy sends, those sent on the driver's own
 cursor and the audit chain's pipeline alike), and what it wrote: the fenced state, the receipt
-and the watch."""
+and the watch. A receipt is signed with the key the process signed with last only while that key
+is active: a key another process retired never signs again."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -12,12 +14,15 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
 from services.verdict.evaluate import Plan, evaluate_operation
-from shared.db.models import Operation, Receipt, Transition, WatchKey, Workspace
+from shared.db.models import Operation, Receipt, ReceiptKey, Transition, WatchKey, Workspace
 from shared.lifecycle.contracts import find_contract
+from shared.lifecycle.receipt_check import Verification, verify_receipt_document
+from shared.lifecycle.receipt_keyring import ACTIVE, RETIRED, keyring_from_rows
+from shared.lifecycle.receipts import receipt_document_for
 from shared.runtime.settings import Settings
 from tests.integration.receipts.conftest import T0, RefundFlow
 
@@ -29,8 +34,7 @@ FINAL_EVALUATE = [
     "SELECT count(pg_advisory_xact_lock",  # the evidence locks
     "SELECT events",  # the events the webhook channels reduce
     "UPDATE operations",  # the fenced final state
-    "SELECT active_key",  # the signing key and the current receipt, locked
-    "INSERT INTO receipts",
+    "INSERT INTO receipts",  # signed with this process's key, checked active by the INSERT
     "INSERT INTO watch_keys",  # every key of the watch in one statement
     "WITH head AS ( UPDATE workspaces",  # the audit chain, pipelined with the COMMIT
 ]
@@ -91,7 +95,7 @@ def _observed(flow: RefundFlow, at: datetime) -> None:
         op.attempts = 1
 
 
-def test_a_final_evaluate_sends_nine_statements(
+def test_a_final_evaluate_sends_eight_statements(
     pg_engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at = T0 + timedelta(seconds=3)
@@ -139,3 +143,37 @@ def test_a_final_evaluate_sends_nine_statements(
             .order_by(Transition.seq)
         ).all()
         assert chain == ["VERIFIED"]
+
+
+def test_a_key_retired_by_another_process_signs_no_more_receipts(
+    pg_engine: Engine, settings: Settings
+) -> None:
+    at = T0 + timedelta(seconds=3)
+    flows = [
+        RefundFlow(engine=pg_engine, operation_id=f"op_{n}", refund_id=f"re_{n}") for n in range(2)
+    ]
+    for flow in flows:
+        _observed(flow, at)
+    evaluate_operation(pg_engine, "op_0", settings=settings, clock=lambda: at, send=lambda *_: None)
+    with Session(pg_engine) as session, session.begin():
+        old = session.scalars(select(Receipt.key_id).where(Receipt.operation_id == "op_0")).one()
+        # What a rotation in another process does to the row; this process is not told.
+        session.execute(
+            update(ReceiptKey)
+            .where(ReceiptKey.key_id == old)
+            .values(status=RETIRED, retired_at=at, private_key_enc=None)
+        )
+
+    decided = evaluate_operation(
+        pg_engine, "op_1", settings=settings, clock=lambda: at, send=lambda *_: None
+    )
+
+    assert decided is not None
+    assert decided.verdict == "VERIFIED", decided
+    with Session(pg_engine) as session:
+        receipt = session.scalars(select(Receipt).where(Receipt.operation_id == "op_1")).one()
+        active = session.scalars(select(ReceiptKey).where(ReceiptKey.status == ACTIVE)).one()
+        assert receipt.key_id == active.key_id != old
+        keyring = keyring_from_rows(session.scalars(select(ReceiptKey)).all())
+    checked = verify_receipt_document(json.dumps(receipt_document_for(receipt)), keyring)
+    assert checked.status is Verification.VALID, checked

@@ -46,20 +46,23 @@ __all__ = ["correlate_stored"]
 _PG_LINKS_MANY = """
     INSERT INTO operation_events (operation_id, event_pk, workspace_id, strategy, assurance,
                                   created_at)
-    SELECT * FROM unnest(CAST(%(op)s AS TEXT[]), CAST(%(pk)s AS BIGINT[]), CAST(%(ws)s AS TEXT[]),
-                         CAST(%(strategy)s AS TEXT[]), CAST(%(assurance)s AS TEXT[]),
-                         CAST(%(at)s AS TIMESTAMPTZ[]))
+    SELECT * FROM unnest(CAST(%(op)b AS TEXT[]), CAST(%(pk)b AS BIGINT[]), CAST(%(ws)b AS TEXT[]),
+                         CAST(%(strategy)b AS TEXT[]), CAST(%(assurance)b AS TEXT[]),
+                         CAST(%(at)b AS TIMESTAMPTZ[]))
     ON CONFLICT (operation_id, event_pk) DO NOTHING
     RETURNING operation_id, event_pk
     """
 _PG_UPGRADE_MANY = """
     UPDATE operation_events SET strategy = u.strategy, assurance = 'strong'
-    FROM unnest(CAST(%(op)s AS TEXT[]), CAST(%(pk)s AS BIGINT[]), CAST(%(strategy)s AS TEXT[]))
+    FROM unnest(CAST(%(op)b AS TEXT[]), CAST(%(pk)b AS BIGINT[]), CAST(%(strategy)b AS TEXT[]))
          AS u(op, pk, strategy)
     WHERE operation_events.operation_id = u.op AND operation_events.event_pk = u.pk
       AND operation_events.assurance = 'weak'
     RETURNING operation_events.operation_id, operation_events.event_pk
     """
+"""The arrays of these statements and of ``_PG_CANDIDATES`` go as binary parameters
+(``%(name)b``): psycopg writes each element as it is, where the text format searches every
+element for what to quote."""
 
 
 @dataclass(slots=True)
@@ -76,7 +79,7 @@ _PG_CANDIDATES = """
            CAST(input AS TEXT) AS input_text, CAST(action_result AS TEXT) AS action_result_text,
            CAST(learned_keys AS TEXT) AS learned_keys_text
     FROM operations
-    WHERE workspace_id = ANY(CAST(%(workspaces)s AS TEXT[])) AND ({matches})
+    WHERE workspace_id = ANY(CAST(%(workspaces)b AS TEXT[])) AND ({matches})
     ORDER BY id
     """
 """The candidate operations of a batch (``_candidates`` fills in the matches). The documents as
@@ -160,11 +163,11 @@ def _candidates(
     matches: list[str] = []
     objects = sorted({d.event.object_id for d, _ in pending if d.event.object_id})
     if objects:
-        matches.append("subject_id = ANY(CAST(%(objects)s AS TEXT[]))")
+        matches.append("subject_id = ANY(CAST(%(objects)b AS TEXT[]))")
         params["objects"] = objects
     idems = sorted({d.event.idempotency_key for d, _ in pending if d.event.idempotency_key})
     if idems:
-        matches.append("id = ANY(CAST(%(idems)s AS TEXT[]))")
+        matches.append("id = ANY(CAST(%(idems)b AS TEXT[]))")
         params["idems"] = idems
     probes: dict[str, set[str]] = {}
     for d, _ in pending:
@@ -174,7 +177,7 @@ def _candidates(
     for n, (probe, probe_values) in enumerate(sorted(probes.items())):
         matches.append(
             f"(final IS FALSE AND subject_id IS NULL "
-            f"AND input ->> %(probe_{n})s = ANY(CAST(%(probe_values_{n})s AS TEXT[])))"
+            f"AND input ->> %(probe_{n})s = ANY(CAST(%(probe_values_{n})b AS TEXT[])))"
         )
         params[f"probe_{n}"] = probe
         params[f"probe_values_{n}"] = sorted(probe_values)

@@ -17,6 +17,8 @@ Errors::
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,7 +26,8 @@ from functools import lru_cache
 from typing import Any
 
 from shared.core.skill import EventShape
-from shared.core.storable_copy import storable_copy
+from shared.core.storable import MAX_JSON_DEPTH
+from shared.core.storable_copy import StorableCopy, storable_copy
 from shared.trust.signatures import VerifiedDelivery
 
 __all__ = ["MalformedEvent", "ParsedEvent", "parse_event"]
@@ -129,6 +132,59 @@ def _timestamp(value: Any) -> datetime | None:
     return None
 
 
+class _NonFinite(Exception):
+    """A number of the body parses as an infinity (``1e999``): the body takes the walk."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _NonFinite
+    return value
+
+
+def _not_json(constant: str) -> Any:
+    """``NaN``, ``Infinity`` and ``-Infinity``: Python's parser reads them, JSON has none."""
+    raise ValueError(f"{constant} is not JSON")
+
+
+# Built once: ``json.loads`` with a hook builds a decoder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_not_json, parse_float=_finite_float)
+_WALKED_DECODER = json.JSONDecoder(parse_constant=_not_json)
+
+_MAYBE_UNSTORABLE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])|\xed[\xa0-\xbf]")
+"""What in UTF-8 text may decode to a NUL character or a lone surrogate: their escapes
+(``\\u0000``, ``\\ud800`` to ``\\udfff``, a pair's halves and an escaped backslash included) and
+a surrogate's own bytes (``ED A0`` to ``ED BF``, which ``json`` decodes with ``surrogatepass``)."""
+
+
+def _surely_storable(body: bytes) -> bool:
+    """Whether the bytes alone show that the document parsed from them holds nothing
+    ``shared.core.storable.unstorable`` names but an infinity (which the decoder's float hook
+    catches): read as UTF-8 (no NUL byte, so neither UTF-16 nor UTF-32, and no UTF-16 byte order
+    mark), no escape or bytes that may make a NUL or a surrogate, and no more opening brackets
+    than the depth limit. When not, the parsed document takes the walk."""
+    return (
+        b"\x00" not in body
+        and body[:2] not in (b"\xff\xfe", b"\xfe\xff")
+        and body.count(b"{") + body.count(b"[") <= MAX_JSON_DEPTH
+        and _MAYBE_UNSTORABLE.search(body) is None
+    )
+
+
+def _decoded(body: bytes) -> tuple[Any, StorableCopy | None]:
+    """The parsed body, and its storable copy (None: the body is storable as parsed); raises
+    ValueError or RecursionError for a body that is not JSON (as ``json.loads``)."""
+    text = body.decode(json.detect_encoding(body), "surrogatepass")
+    if _surely_storable(body):
+        try:
+            return _DECODER.decode(text), None
+        except _NonFinite:
+            pass
+    parsed = _WALKED_DECODER.decode(text)
+    return parsed, storable_copy(parsed) if isinstance(parsed, dict) else None
+
+
 def parse_event(  # noqa: C901  # pay down: each field's checks inline; a reader per field
     body: bytes,
     *,
@@ -143,13 +199,13 @@ def parse_event(  # noqa: C901  # pay down: each field's checks inline; a reader
     signature's timestamp.
     """
     try:
-        parsed = json.loads(body, parse_constant=_not_json)
+        parsed, copy = _decoded(body)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise MalformedEvent("malformed_json", "the body is not valid JSON") from exc
     if not isinstance(parsed, dict):
         raise MalformedEvent("malformed_event", "the body is not a JSON object")
-    copy = storable_copy(parsed)
-    doc = copy.value
+    doc = parsed if copy is None else copy.value
+    escaped = () if copy is None else copy.places
     meta = {
         "id": delivery.delivery_id,
         "timestamp": delivery.timestamp,
@@ -192,10 +248,5 @@ def parse_event(  # noqa: C901  # pay down: each field's checks inline; a reader
         object_id=object_id,
         idempotency_key=idempotency_key,
         keys=keys,
-        escaped=copy.places,
+        escaped=escaped,
     )
-
-
-def _not_json(constant: str) -> Any:
-    """``NaN``, ``Infinity`` and ``-Infinity``: Python's parser reads them, JSON has none."""
-    raise ValueError(f"{constant} is not JSON")

@@ -136,15 +136,16 @@ def start_watch(
 
 _PG_WATCHED = """
     SELECT w.operation_id, w.workspace_id, w.provider, w.value, w.event_types
-    FROM unnest(CAST(%(ws)s AS TEXT[]), CAST(%(prov)s AS TEXT[]), CAST(%(val)s AS TEXT[]))
+    FROM unnest(CAST(%(ws)b AS TEXT[]), CAST(%(prov)b AS TEXT[]), CAST(%(val)b AS TEXT[]))
          AS k(ws, prov, val)
     JOIN watch_keys w ON w.workspace_id = k.ws AND w.provider = k.prov AND w.value = k.val
     WHERE w.until > %(now)s
     """
 """PostgreSQL: the live watch keys of a list of (workspace, provider, value), as three array
-parameters on the driver: one statement text whatever the list's length (psycopg prepares it),
-where a tuple ``IN`` list is a statement of its own per length, compiled by SQLAlchemy with a
-parameter per value and parsed and planned again by the server each time."""
+parameters on the driver (binary: no element is searched for what to quote): one statement text
+whatever the list's length (psycopg prepares it), where a tuple ``IN`` list is a statement of
+its own per length, compiled by SQLAlchemy with a parameter per value and parsed and planned
+again by the server each time."""
 _PG_CHUNK = 4096
 """Keys per statement on PostgreSQL (the arrays are one parameter each)."""
 

@@ -4,6 +4,7 @@ the app sees is the one answered; a request whose app fails still counts (as a 5
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 import structlog
@@ -97,3 +98,112 @@ def test_a_request_whose_app_fails_counts_as_a_500() -> None:
     assert _count("provely_http_requests_total", "500") == before[0] + 1
     assert _count("provely_http_request_duration_seconds_count", "500") == before[1] + 1
     assert "request_id" not in structlog.contextvars.get_contextvars()
+
+
+def _labels(app: ASGIApp, requests: list[tuple[str, str]]) -> tuple[list[str], set[str]]:
+    """The handler label of each ``(method, path)`` sent through ``app`` (observed), in order,
+    and the paths whose template the layer kept."""
+    from services.ingress import access
+
+    labels: list[str] = []
+    layer = observed(app)
+    assert isinstance(layer, access.Observed)
+    handler = layer._handler
+
+    def recording(scope: Scope) -> str:
+        labels.append(handler(scope))
+        return labels[-1]
+
+    layer._handler = recording  # type: ignore[method-assign]
+
+    async def requests_() -> None:
+        for method, path in requests:
+            scope: Scope = {
+                "type": "http",
+                "method": method,
+                "path": path,
+                "raw_path": path.encode(),
+                "root_path": "",
+                "query_string": b"",
+                "headers": [],
+                "client": ("127.0.0.1", 1),
+            }
+
+            async def receive() -> Message:
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            async def send(message: Message) -> None:
+                pass
+
+            await layer(scope, receive, send)
+
+    asyncio.run(requests_())
+    return labels, set(layer._by_path)
+
+
+def test_the_handler_label_is_the_route_template_with_or_without_the_router_naming_it() -> None:
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    app = FastAPI()
+    items = FastAPI().router  # an included router: its templates get the prefix
+
+    @items.get("/{item_id}")
+    def item(item_id: str) -> dict[str, str]:
+        return {"id": item_id}
+
+    app.include_router(items, prefix="/items")
+
+    @app.get("/ops/{op_id}")
+    def op(op_id: str) -> dict[str, str]:
+        return {"id": op_id}
+
+    async def hook(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    app.router.routes.append(Route("/hooks/{name}", hook, methods=["POST"]))  # names no route
+    requests = [
+        ("GET", "/ops/1"),
+        ("GET", "/items/a"),
+        ("GET", "/items/b"),
+        ("POST", "/items/a"),  # 405: still the template
+        ("POST", "/hooks/x"),
+        ("POST", "/hooks/x"),  # the second time from the kept paths
+        ("GET", "/hooks/x"),
+        ("GET", "/nothing/here"),
+        ("GET", "/nothing/here"),
+    ]
+    expected = [
+        "/ops/{op_id}",
+        "/items/{item_id}",
+        "/items/{item_id}",
+        "/items/{item_id}",
+        "/hooks/{name}",
+        "/hooks/{name}",
+        "/hooks/{name}",
+        "none",
+        "none",
+    ]
+    labels, kept = _labels(app, requests)
+    assert labels == expected
+    # The router named the route of /ops/1 itself; an included router's route in the scope
+    # knows its template without the prefix, so /items/a was matched against the templates.
+    assert kept == {"/items/a", "/items/b", "/hooks/x", "/nothing/here"}
+
+
+def test_the_kept_paths_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.ingress import access
+
+    monkeypatch.setattr(access, "_PATHS_KEPT", 8)
+    app = FastAPI()
+
+    @app.get("/p/{n}")
+    def page(n: str) -> str:
+        return n
+
+    layer = observed(app)
+    assert isinstance(layer, access.Observed)
+    scopes = [{"app": app, "path": f"/scan/{n}"} for n in range(50)]
+    assert {layer._handler(scope) for scope in scopes} == {"none"}
+    assert len(layer._by_path) <= 8
+    assert layer._handler({"app": app, "path": "/p/7"}) == "/p/{n}"

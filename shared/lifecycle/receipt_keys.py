@@ -245,13 +245,16 @@ def active_signing_key(
 
 
 def last_signing_key(settings: Settings | None = None) -> SigningKey | None:
-    """The key :func:`active_signing_key` last returned in this process (for the same key file
-    setting), without a read; None before the first.
+    """The stored key :func:`active_signing_key` last returned in this process, without a read;
+    None before the first, and always None with ``PROVELY_RECEIPT_KEY_FILE`` set (the file is
+    read for each receipt, so that a replaced file signs the next one).
 
     Another process may have retired it since (a rotation). Sign with it only where the
     statement that stores the signature also checks that the key is still active, and ask
     :func:`active_signing_key` again when it is not."""
     source = _settings(settings).receipt_key_file
+    if source is not None:
+        return None  # the file is read for every receipt: a file replaced is a rotation
     with _cache_lock:
         return _last.get(source)
 

@@ -10,10 +10,13 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
@@ -21,9 +24,9 @@ from services.verdict.evaluate import Plan, evaluate_operation
 from shared.db.models import Operation, Receipt, ReceiptKey, Transition, WatchKey, Workspace
 from shared.lifecycle.contracts import find_contract
 from shared.lifecycle.receipt_check import Verification, verify_receipt_document
-from shared.lifecycle.receipt_keyring import ACTIVE, RETIRED, keyring_from_rows
+from shared.lifecycle.receipt_keyring import ACTIVE, RETIRED, key_id_for, keyring_from_rows
 from shared.lifecycle.receipts import receipt_document_for
-from shared.runtime.settings import Settings
+from shared.runtime.settings import Settings, get_settings
 from tests.integration.receipts.conftest import T0, RefundFlow
 
 pytestmark = pytest.mark.integration
@@ -177,3 +180,34 @@ def test_a_key_retired_by_another_process_signs_no_more_receipts(
         keyring = keyring_from_rows(session.scalars(select(ReceiptKey)).all())
     checked = verify_receipt_document(json.dumps(receipt_document_for(receipt)), keyring)
     assert checked.status is Verification.VALID, checked
+
+
+def test_a_replaced_key_file_signs_the_next_receipt(
+    pg_engine: Engine, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``PROVELY_RECEIPT_KEY_FILE`` the file is read for each receipt: the key signed with
+    last is not reused, so a file replaced in place signs the next receipt (a rotation)."""
+    at = T0 + timedelta(seconds=3)
+    path = tmp_path / "receipt-key.pem"
+    monkeypatch.setenv("PROVELY_RECEIPT_KEY_FILE", str(path))
+    get_settings.cache_clear()  # the steps sign with the process's settings
+    by_file = get_settings()
+    assert by_file.receipt_key_file == path
+    key_ids = []
+    for n in range(2):
+        private = Ed25519PrivateKey.generate()
+        path.write_bytes(private.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
+        key_ids.append(key_id_for(private.public_key()))
+        flow = RefundFlow(engine=pg_engine, operation_id=f"op_{n}", refund_id=f"re_{n}")
+        _observed(flow, at)
+        decided = evaluate_operation(
+            pg_engine, flow.operation_id, settings=by_file, clock=lambda: at, send=lambda *_: None
+        )
+        assert decided is not None
+        assert decided.verdict == "VERIFIED", decided
+
+    with Session(pg_engine) as session:
+        signed = session.scalars(select(Receipt.key_id).order_by(Receipt.operation_id)).all()
+        status = dict(session.execute(select(ReceiptKey.key_id, ReceiptKey.status)).tuples().all())
+    assert signed == key_ids
+    assert status == {key_ids[0]: RETIRED, key_ids[1]: ACTIVE}

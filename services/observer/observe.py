@@ -1,13 +1,15 @@
 """``observe(operation_id, fence)``: read every channel of one operation once, for one fence.
 
-load → drop when stale → claim the fence → read (outside any transaction) → append
+load → drop when stale → claim the fence (on PostgreSQL the load and the claim are one
+statement, ``PREPARE_AND_CLAIM``) → read (outside any transaction) → append
 observations (a readback that goes backwards against the operation's earlier readings is
 stored ``inconsistent``: ``shared.evidence.backwards``) → enqueue ``evaluate``. The task is
 fenced and idempotent:
 
 - the operation is gone, final or not observable → dropped;
 - ``fence`` is not the operation's current fence → stale, dropped (a wake or a newer schedule
-  superseded it), also when it moves before the claim;
+  superseded it), also when it moves before the claim (or the operation closes while the claim
+  waits for its row: nothing is read either way);
 - the fence was observed already (a redelivered message, a sweeper re-send) → no reading; an
   ``evaluate`` is sent again in case that was the lost message. The unique constraint on
   (operation, fence, channel) makes a concurrent duplicate lose at insert time;
@@ -58,6 +60,7 @@ from services.observer.statements import (
     EXISTS,
     INSERT_OBSERVATIONS,
     PREPARE,
+    PREPARE_AND_CLAIM,
     connection_of,
     observation_row,
     operation_of,
@@ -69,7 +72,13 @@ from shared.core.verifiers import verifier_of
 from shared.core.verifiers.event_log import EVENT_LOG
 from shared.core.verifiers.http import HTTP
 from shared.db.models import Operation
-from shared.db.session import get_engine, read_connection, session_scope, single_statements
+from shared.db.session import (
+    get_engine,
+    is_postgres,
+    read_connection,
+    session_scope,
+    single_statements,
+)
 from shared.evidence.backwards import mark_backwards
 from shared.evidence.readings import Reading
 from shared.evidence.webhooks import read_webhook
@@ -139,11 +148,13 @@ class Observer:
             return self._already_observed(operation_id)
         if isinstance(prepared, ObserveOutcome):
             return prepared
-        jobs, readbacks, due = prepared
-        # One statement, committed when it returns (the claim is committed before any readback).
-        with single_statements(self.engine) as connection:
-            if not claim_reading(connection, operation_id, fence):
-                return ObserveOutcome.STALE  # woken or rescheduled since it was read
+        jobs, readbacks, due, claimed = prepared
+        if not claimed:
+            # One statement, committed when it returns (the claim is committed before any
+            # readback).
+            with single_statements(self.engine) as connection:
+                if not claim_reading(connection, operation_id, fence):
+                    return ObserveOutcome.STALE  # woken or rescheduled since it was read
         if due is not None:
             early = (due - self.clock()).total_seconds()
             if 0 < early <= OBSERVE_LEAD_S + 0.05:
@@ -269,9 +280,18 @@ class Observer:
 
     def _prepare(
         self, operation_id: str, fence: int
-    ) -> ObserveOutcome | tuple[list[HttpJob], dict[str, Readback | str], datetime | None]:
-        with read_connection(self.engine) as connection:
-            rows = connection.execute(PREPARE, {"operation_id": operation_id, "fence": fence}).all()
+    ) -> ObserveOutcome | tuple[list[HttpJob], dict[str, Readback | str], datetime | None, bool]:
+        """The jobs, the connections' readbacks and the due time of ``fence``, and whether the
+        fence is claimed already: on PostgreSQL the load claims it in the same statement
+        (``PREPARE_AND_CLAIM``, committed when it returns), elsewhere the caller claims it."""
+        claims = is_postgres(self.engine)
+        with (
+            single_statements(self.engine) if claims else read_connection(self.engine) as connection
+        ):
+            rows = connection.execute(
+                PREPARE_AND_CLAIM if claims else PREPARE,
+                {"operation_id": operation_id, "message_fence": fence},
+            ).all()
             if not rows:
                 return ObserveOutcome.MISSING
             op = operation_of(rows[0])
@@ -282,6 +302,8 @@ class Observer:
                 return ObserveOutcome.STALE
             if already_read:
                 return ObserveOutcome.DUPLICATE
+            if claims and not rows[0].claimed:
+                return ObserveOutcome.STALE  # woken, rescheduled or closed since it was read
             # A session only for a contract the process has not loaded yet.
             contract = cached_contract_for(Session(bind=connection), op)
         context = build_context(contract, facts_for(op))
@@ -316,7 +338,7 @@ class Observer:
             except Exception as exc:  # an undecryptable key: recorded, never raised
                 log.warning("connection of %s unusable: %s", op.workspace_id, exc)
                 readbacks[provider] = "connection_unusable"
-        return jobs, readbacks, op.next_observation_at
+        return jobs, readbacks, op.next_observation_at, claims
 
     def _store(self, operation_id: str, fence: int, readings: list[Reading]) -> ObserveOutcome:
         with session_scope(self.engine) as session:

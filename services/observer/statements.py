@@ -17,6 +17,7 @@ __all__ = [
     "EXISTS",
     "INSERT_OBSERVATIONS",
     "PREPARE",
+    "PREPARE_AND_CLAIM",
     "connection_of",
     "observation_row",
     "operation_of",
@@ -75,7 +76,7 @@ PREPARE = (
         exists()
         .where(
             _OBSERVATIONS.c.operation_id == _OPS.c.id,
-            _OBSERVATIONS.c.fence == bindparam("fence"),
+            _OBSERVATIONS.c.fence == bindparam("message_fence"),
         )
         .label("seen"),
         *_CONNECTION_COLUMNS,
@@ -84,22 +85,46 @@ PREPARE = (
     .where(_OPS.c.id == bindparam("operation_id"))
 )
 
-# Counts the observation and loads the operation in one statement, only while it may be
-# observed: open and in an observable state, or watched (VERIFIED, FAILED) with a recheck scheduled
-# (``needs_recheck``). The row stays locked until the observations are stored.
-COUNT_ATTEMPT = (
+# An operation that may be observed: open and in an observable state, or watched (VERIFIED,
+# FAILED) with a recheck scheduled (``needs_recheck``).
+_OBSERVABLE = or_(
+    and_(_OPS.c.final.is_(False), _OPS.c.state.in_(OBSERVABLE_STATES)),
+    and_(
+        _OPS.c.final.is_(True),
+        _OPS.c.state.in_(WATCHED_STATES),
+        _OPS.c.next_observation_at.is_not(None),
+    ),
+)
+
+# PostgreSQL: PREPARE and the claim (``shared.lifecycle.scheduling.claim_reading``) in one
+# statement, committed when it returns (autocommit). The claim is made only where PREPARE's
+# checks pass (observable, this fence, not read yet), on the row's latest version: an update
+# waits for a transaction that holds the row (a correlation) and checks again after it, so
+# ``claimed`` is false when the fence moved or the operation closed meanwhile. The rest reads
+# the statement's snapshot, as PREPARE alone did before its claim. The message's fence is bound
+# as ``message_fence``: an UPDATE given a parameter named after a column also SETs that column.
+_CLAIMED = (
     update(_OPS)
     .where(
         _OPS.c.id == bindparam("operation_id"),
-        or_(
-            and_(_OPS.c.final.is_(False), _OPS.c.state.in_(OBSERVABLE_STATES)),
-            and_(
-                _OPS.c.final.is_(True),
-                _OPS.c.state.in_(WATCHED_STATES),
-                _OPS.c.next_observation_at.is_not(None),
-            ),
+        _OPS.c.fence == bindparam("message_fence"),
+        _OBSERVABLE,
+        ~exists().where(
+            _OBSERVATIONS.c.operation_id == _OPS.c.id,
+            _OBSERVATIONS.c.fence == bindparam("message_fence"),
         ),
     )
+    .values(reading_fence=_OPS.c.fence)
+    .returning(_OPS.c.id)
+    .cte("claimed")
+)
+PREPARE_AND_CLAIM = PREPARE.add_columns(exists(select(_CLAIMED.c.id)).label("claimed"))
+
+# Counts the observation and loads the operation in one statement, only while it may be
+# observed (``_OBSERVABLE``). The row stays locked until the observations are stored.
+COUNT_ATTEMPT = (
+    update(_OPS)
+    .where(_OPS.c.id == bindparam("operation_id"), _OBSERVABLE)
     # Only a reading of the schedule's slot counts; one a wake brought forward is extra
     # (``shared.lifecycle.scheduling.counts_as_slot``; ``read_before`` = now + tolerance).
     .values(

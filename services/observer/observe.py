@@ -61,9 +61,11 @@ from services.observer.statements import (
     INSERT_OBSERVATIONS,
     PREPARE,
     PREPARE_AND_CLAIM,
+    before_counting,
     connection_of,
     observation_row,
     operation_of,
+    values_of,
 )
 from shared.core.context import build_context
 from shared.core.kept import read_paths
@@ -91,7 +93,6 @@ from shared.lifecycle.scheduling import (
     OBSERVE_LEAD_S,
     SLOT_TOLERANCE,
     claim_reading,
-    counts_as_slot,
 )
 from shared.runtime.logs import bind_operation
 from shared.runtime.ratelimit import RateLimiter, bucket_for
@@ -126,6 +127,18 @@ def _resend_observe(operation_id: str, fence: int, countdown_s: float) -> None:
     messages.observe(operation_id, fence, countdown_s=countdown_s)
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """What an observe's load gives the rest of it: the jobs, each provider's readback, whether
+    the fence is claimed already, and the operation as loaded (its values, and made of them)."""
+
+    jobs: list[HttpJob]
+    readbacks: dict[str, Readback | str]
+    claimed: bool
+    op: Operation
+    values: tuple[Any, ...]
+
+
 @dataclass
 class Observer:
     """The observe task's collaborators, injected (tests pass their own client and clock)."""
@@ -148,8 +161,8 @@ class Observer:
             return self._already_observed(operation_id)
         if isinstance(prepared, ObserveOutcome):
             return prepared
-        jobs, readbacks, due, claimed = prepared
-        if not claimed:
+        jobs, readbacks, due = prepared.jobs, prepared.readbacks, prepared.op.next_observation_at
+        if not prepared.claimed:
             # One statement, committed when it returns (the claim is committed before any
             # readback).
             with single_statements(self.engine) as connection:
@@ -182,7 +195,7 @@ class Observer:
         if any(job.events for job in jobs):
             readings = self._ingest_logs(operation_id, readings)
         try:
-            outcome = self._store(operation_id, fence, readings)
+            outcome = self._store(operation_id, fence, readings, loaded=prepared)
         except IntegrityError:
             return ObserveOutcome.DUPLICATE  # a concurrent delivery stored it and evaluates
         if outcome is ObserveOutcome.OBSERVED:
@@ -278,9 +291,7 @@ class Observer:
             channel=channel, status=ObservationStatus.ERROR, observed_at=self.clock(), error=error
         )
 
-    def _prepare(
-        self, operation_id: str, fence: int
-    ) -> ObserveOutcome | tuple[list[HttpJob], dict[str, Readback | str], datetime | None, bool]:
+    def _prepare(self, operation_id: str, fence: int) -> ObserveOutcome | _Prepared:
         """The jobs, the connections' readbacks and the due time of ``fence``, and whether the
         fence is claimed already: on PostgreSQL the load claims it in the same statement
         (``PREPARE_AND_CLAIM``, committed when it returns), elsewhere the caller claims it."""
@@ -338,9 +349,13 @@ class Observer:
             except Exception as exc:  # an undecryptable key: recorded, never raised
                 log.warning("connection of %s unusable: %s", op.workspace_id, exc)
                 readbacks[provider] = "connection_unusable"
-        return jobs, readbacks, op.next_observation_at, claims
+        return _Prepared(
+            jobs=jobs, readbacks=readbacks, claimed=claims, op=op, values=values_of(rows[0])
+        )
 
-    def _store(self, operation_id: str, fence: int, readings: list[Reading]) -> ObserveOutcome:
+    def _store(
+        self, operation_id: str, fence: int, readings: list[Reading], *, loaded: _Prepared
+    ) -> ObserveOutcome:
         with session_scope(self.engine) as session:
             # The Core statements run on the transaction's connection: through the session they
             # paid its ORM dispatch (bind lookup, autoflush, compile-state) for nothing, as
@@ -355,9 +370,10 @@ class Observer:
                 # Nothing was written: the operation is gone, or closed since it was read.
                 found = connection.execute(EXISTS, {"operation_id": operation_id}).first()
                 return ObserveOutcome.CLOSED if found is not None else ObserveOutcome.MISSING
-            op = operation_of(row)
-            if counts_as_slot(op.slot_at, read_at):
-                op.attempts -= 1  # the facts as they were before this observation counted
+            # The facts as they were before this observation counted: the load's operation
+            # when none changed since (one Operation built fewer), else one of their own.
+            values = before_counting(row, read_at=read_at)
+            op = loaded.op if values == loaded.values else operation_of(values)
             contract = cached_contract_for(session, op)
             context = build_context(contract, facts_for(op))
             for channel in contract.channels:

@@ -3,13 +3,14 @@ operations, connections and observation rows made of (and for) their rows."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, bindparam, case, exists, insert, or_, select, update
 
 from shared.db.models import Connection, Observation, Operation
 from shared.evidence.readings import Reading
-from shared.lifecycle.scheduling import OBSERVABLE_STATES
+from shared.lifecycle.scheduling import OBSERVABLE_STATES, counts_as_slot
 from shared.lifecycle.watch import WATCHED_STATES
 
 __all__ = [
@@ -18,9 +19,11 @@ __all__ = [
     "INSERT_OBSERVATIONS",
     "PREPARE",
     "PREPARE_AND_CLAIM",
+    "before_counting",
     "connection_of",
     "observation_row",
     "operation_of",
+    "values_of",
 ]
 
 _OPS = cast(Table, Operation.__table__)
@@ -147,9 +150,27 @@ EXISTS = select(_OPS.c.id).where(_OPS.c.id == bindparam("operation_id"))
 INSERT_OBSERVATIONS = insert(_OBSERVATIONS).returning(_OBSERVATIONS.c.id)
 
 
+_ATTEMPTS = next(i for i, column in enumerate(_OP_COLUMNS) if column.key == "attempts")
+_SLOT_AT = next(i for i, column in enumerate(_OP_COLUMNS) if column.key == "slot_at")
+
+
 def operation_of(row: Any) -> Operation:
     """A detached Operation carrying the values of a row of ``_OP_COLUMNS``."""
     return Operation(**{column.key: row[i] for i, column in enumerate(_OP_COLUMNS)})
+
+
+def values_of(row: Any) -> tuple[Any, ...]:
+    """The ``_OP_COLUMNS`` values of a row (PREPARE's rows have more columns after them)."""
+    return tuple(row)[: len(_OP_COLUMNS)]
+
+
+def before_counting(row: Any, *, read_at: datetime) -> tuple[Any, ...]:
+    """The values of a ``COUNT_ATTEMPT`` row as they were before it counted a reading made at
+    ``read_at`` (``attempts`` less the one it added when the reading is the schedule's slot)."""
+    values = values_of(row)
+    if not counts_as_slot(values[_SLOT_AT], read_at):
+        return values
+    return (*values[:_ATTEMPTS], values[_ATTEMPTS] - 1, *values[_ATTEMPTS + 1 :])
 
 
 def connection_of(row: Any) -> Connection | None:

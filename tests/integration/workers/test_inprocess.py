@@ -21,6 +21,7 @@ import pytest
 import redis
 from sqlalchemy import Engine, event, select
 
+from services.observer import observe as observe_module
 from services.observer.observe import ObserveOutcome, Observer
 from services.verdict.evaluate import Plan, evaluate_operation
 from services.verdict.sweeper import ACTION_NOT_REPORTED, Sweeper
@@ -255,10 +256,12 @@ def _statements_of(engine: Engine, run: Any) -> list[str]:
     return statements
 
 
-def test_on_postgresql_the_load_and_the_claim_are_one_statement(env: Cluster) -> None:
+def test_on_postgresql_the_load_and_the_claim_are_one_statement(
+    env: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An observe is four statements: the load that claims the fence, the attempt counted, the
     webhook events reduced, the observations inserted. A stale or duplicate message is one
-    statement and claims nothing."""
+    statement and claims nothing. The operation is built once: its facts did not change."""
     tenant = make_tenant(
         env, "http://provider.test", short_contract(contract_id="t.onestmt"), name="onestmt"
     )
@@ -272,7 +275,14 @@ def test_on_postgresql_the_load_and_the_claim_are_one_statement(env: Cluster) ->
     stale = _statements_of(env.engine, lambda: observer.observe(op_id, 2))
     assert len(stale) == 1
     assert _op(env, op_id).reading_fence is None
+    built: list[object] = []
+    operation_of = observe_module.operation_of
+    monkeypatch.setattr(
+        observe_module, "operation_of", lambda row: built.append(row) or operation_of(row)
+    )
     observed = _statements_of(env.engine, lambda: observer.observe(op_id, 1))
+    assert len(built) == 1
+    assert _op(env, op_id).attempts == 1
     assert len(observed) == 4, observed
     assert observed[0].startswith("WITH claimed AS")
     assert not [s for s in observed[1:] if "reading_fence" in s]
@@ -417,6 +427,77 @@ def test_a_path_that_cannot_be_filled_is_recorded_as_an_error_and_nothing_is_rea
     assert (row.status, row.error) == ("error", "path_unresolved")
 
 
+def _store_event(
+    env: Cluster, tenant: Tenant, event_id: str, refund_id: str, charge: str, at: datetime
+) -> None:
+    """A stored, verified ``refund.created`` event keyed by its refund and its charge."""
+    body = {
+        "id": event_id,
+        "type": "refund.created",
+        "created": int(at.timestamp()),
+        "api_version": "2026-08-26",
+        "data": {"object": {"id": refund_id, "charge": charge}},
+    }
+    raw = json.dumps(body).encode()
+    with session_scope(env.engine) as session:
+        row = Event(
+            workspace_id=tenant.workspace_id,
+            provider="stripe",
+            event_id=event_id,
+            type="refund.created",
+            provider_timestamp=at,
+            api_version="2026-08-26",
+            object_id=refund_id,
+            body=body,
+            raw=raw,
+            digest=hashlib.sha256(raw).hexdigest(),
+            duplicates=0,
+            received_at=datetime.now(UTC),
+        )
+        session.add(row)
+        session.flush()
+        for name, value in (("object_id", refund_id), ("charge", charge)):
+            session.add(
+                EventKey(
+                    event_pk=row.id,
+                    workspace_id=tenant.workspace_id,
+                    provider="stripe",
+                    name=name,
+                    value=value,
+                )
+            )
+
+
+def test_the_store_reads_the_facts_again_and_uses_them_when_they_changed(env: Cluster) -> None:
+    """The load's operation serves the store only while its facts are unchanged: a fact changed
+    during the readback is the one the webhook channel reduces with."""
+    tenant = make_tenant(
+        env, "http://provider.test", short_contract(contract_id="t.fresh"), name="fresh"
+    )
+    created = datetime.now(UTC) - timedelta(seconds=30)
+    op_id = _operation(env, tenant, "re_fr", created=created, charge="ch_1")
+    _store_event(env, tenant, "evt_new_charge", "re_fr", "ch_new", created + timedelta(seconds=1))
+
+    class Changing(Refunds):
+        def handler(self, request: httpx.Request) -> httpx.Response:
+            with session_scope(env.engine) as session:  # another transaction, committed
+                op = session.get(Operation, op_id)
+                assert op is not None
+                op.input = {**op.input, "charge": "ch_new"}
+            return super().handler(request)
+
+    refunds, sent = Changing(), Sent()
+    refunds.answers["re_fr"] = (200, _refund("re_fr", created=created))
+    assert _observer(env, refunds, sent).observe(op_id, 1) is ObserveOutcome.OBSERVED
+    with session_scope(env.engine) as session:
+        row = session.execute(
+            select(Observation).where(
+                Observation.operation_id == op_id, Observation.channel == "refund_created_events"
+            )
+        ).scalar_one()
+    assert [e["id"] for e in row.value["events"]] == ["evt_new_charge"]
+
+
 def test_the_webhook_channel_reduces_stored_correlated_events(env: Cluster) -> None:
     tenant = make_tenant(
         env, "http://provider.test", short_contract(contract_id="t.events"), name="events"
@@ -425,41 +506,7 @@ def test_the_webhook_channel_reduces_stored_correlated_events(env: Cluster) -> N
     op_id = _operation(env, tenant, "re_e", created=created)
 
     def event(event_id: str, refund_id: str, charge: str, at: datetime) -> None:
-        body = {
-            "id": event_id,
-            "type": "refund.created",
-            "created": int(at.timestamp()),
-            "api_version": "2026-08-26",
-            "data": {"object": {"id": refund_id, "charge": charge}},
-        }
-        raw = json.dumps(body).encode()
-        with session_scope(env.engine) as session:
-            row = Event(
-                workspace_id=tenant.workspace_id,
-                provider="stripe",
-                event_id=event_id,
-                type="refund.created",
-                provider_timestamp=at,
-                api_version="2026-08-26",
-                object_id=refund_id,
-                body=body,
-                raw=raw,
-                digest=hashlib.sha256(raw).hexdigest(),
-                duplicates=0,
-                received_at=datetime.now(UTC),
-            )
-            session.add(row)
-            session.flush()
-            for name, value in (("object_id", refund_id), ("charge", charge)):
-                session.add(
-                    EventKey(
-                        event_pk=row.id,
-                        workspace_id=tenant.workspace_id,
-                        provider="stripe",
-                        name=name,
-                        value=value,
-                    )
-                )
+        _store_event(env, tenant, event_id, refund_id, charge, at)
 
     event("evt_before", "re_old", "ch_1", created - timedelta(minutes=5))  # predates: ignored
     event("evt_1", "re_e", "ch_1", created + timedelta(seconds=1))

@@ -3,10 +3,22 @@ operations, connections and observation rows made of (and for) their rows."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, case, exists, insert, or_, select, update
+from sqlalchemy import (
+    Table,
+    and_,
+    bindparam,
+    case,
+    exists,
+    insert,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 
 from shared.db.models import Connection, Observation, Operation
 from shared.evidence.readings import Reading
@@ -88,13 +100,24 @@ PREPARE = (
     .where(_OPS.c.id == bindparam("operation_id"))
 )
 
+
+def _one_of(column: Any, values: Iterable[str]) -> Any:
+    """``column IN ('A', 'B')`` with the values written into the statement. An ``in_`` of a
+    list is an expanding parameter, which SQLAlchemy renders into the SQL again for every
+    execution; these are the code's own state names, so the statement's SQL is cached whole."""
+    names = sorted(values)
+    if not all(name.isidentifier() for name in names):
+        raise ValueError(f"not a state name: {names!r}")
+    return column.in_([literal_column(f"'{name}'") for name in names])
+
+
 # An operation that may be observed: open and in an observable state, or watched (VERIFIED,
 # FAILED) with a recheck scheduled (``needs_recheck``).
 _OBSERVABLE = or_(
-    and_(_OPS.c.final.is_(False), _OPS.c.state.in_(OBSERVABLE_STATES)),
+    and_(_OPS.c.final.is_(False), _one_of(_OPS.c.state, OBSERVABLE_STATES)),
     and_(
         _OPS.c.final.is_(True),
-        _OPS.c.state.in_(WATCHED_STATES),
+        _one_of(_OPS.c.state, WATCHED_STATES),
         _OPS.c.next_observation_at.is_not(None),
     ),
 )

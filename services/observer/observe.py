@@ -53,6 +53,7 @@ from services.observer.jobs import (
     declared_readback,
     event_log_job,
     http_job,
+    kept_paths,
     kept_reading,
 )
 from services.observer.statements import (
@@ -68,7 +69,6 @@ from services.observer.statements import (
     values_of,
 )
 from shared.core.context import build_context
-from shared.core.kept import read_paths
 from shared.core.types import ObservationStatus
 from shared.core.verifiers import verifier_of
 from shared.core.verifiers.event_log import EVENT_LOG
@@ -319,7 +319,11 @@ class Observer:
             contract = cached_contract_for(Session(bind=connection), op)
         context = build_context(contract, facts_for(op))
         # A workspace contract's readings keep only what its conditions read.
-        kept = read_paths(contract) if op.custom_contract_id is not None else None
+        kept = (
+            kept_paths(contract, contract_hash=op.contract_hash)
+            if op.custom_contract_id is not None
+            else None
+        )
         jobs = [
             http_job(
                 channel,

@@ -1,14 +1,22 @@
 """Where a readback goes: the workspace's connection to the provider, never the contract.
 
 The connection row holds the base URL, the encrypted API key (decrypted here with
-``shared.trust.secrets``, kept only in memory for the request), how the key is presented and an
-optional rate limit; the skill manifest gives the provider's default rate limit.
+``shared.trust.secrets``, kept only in memory), how the key is presented and an optional rate
+limit; the skill manifest gives the provider's default rate limit.
+
+A decrypted key is kept in the process (:class:`_DecryptedKeys`, at most ``KEPT_KEYS``), found
+by what it was decrypted from: its ciphertext and the key material the settings give
+(``PROVELY_SECRET_KEY``, or the data dir's key file). A replaced or rotated API key is a new
+ciphertext, and a changed secret key is a new entry: neither is served from an older one.
+Only what decrypted is kept; a failure is raised again on the next readback.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from sqlalchemy import select
@@ -18,9 +26,19 @@ from services.observer.http_verifier import HttpTarget
 from shared.db.models import Connection
 from shared.runtime.settings import Settings
 
-__all__ = ["ConnectionMissing", "Readback", "auth_headers", "readback_for", "readback_of"]
+__all__ = [
+    "KEPT_KEYS",
+    "ConnectionMissing",
+    "Readback",
+    "auth_headers",
+    "readback_for",
+    "readback_of",
+]
 
 log = logging.getLogger(__name__)
+
+KEPT_KEYS = 1024
+"""Most decrypted API keys a process keeps (the least recently used goes first)."""
 
 
 class ConnectionMissing(LookupError):
@@ -66,12 +84,42 @@ def _skill_rate(provider: str) -> float | None:
     return float(skill.rate_limit_per_second)
 
 
+class _DecryptedKeys:
+    """API keys decrypted already, by ciphertext and key material; bounded, thread-safe."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._keys: OrderedDict[tuple[bytes, str | None, str | None, str | None], str] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    def get(self, ciphertext: bytes, settings: Settings) -> str:
+        from shared.trust.secrets import decrypt
+
+        # The key file is read only when no secret key is set (shared.trust.secrets).
+        key_file_dir = None if settings.secret_key else str(settings.data_dir.resolve())
+        key = (ciphertext, settings.secret_key, key_file_dir, settings.database_url)
+        with self._lock:
+            found = self._keys.get(key)
+            if found is not None:
+                self._keys.move_to_end(key)
+                return found
+        plain = decrypt(ciphertext, settings=settings).decode("utf-8")
+        with self._lock:
+            self._keys[key] = plain
+            while len(self._keys) > self._size:
+                self._keys.popitem(last=False)
+        return plain
+
+
+_decrypted = _DecryptedKeys(KEPT_KEYS)
+
+
 def _api_key(connection: Connection, settings: Settings) -> str | None:
     if connection.api_key_enc is None:
         return None
-    from shared.trust.secrets import decrypt
-
-    return decrypt(connection.api_key_enc, settings=settings).decode("utf-8")
+    return _decrypted.get(bytes(connection.api_key_enc), settings)
 
 
 def readback_for(

@@ -8,18 +8,21 @@ when it is uploaded; this catches one stored before the declaration existed.
 
 A workspace contract's reading keeps only what its conditions read (``keep``,
 ``shared.core.kept``): :func:`kept_reading` trims the value, and the stored bytes and digest are
-those of what is kept.
+those of what is kept. The paths a workspace contract keeps are found once per contract
+(:func:`kept_paths`, by the hash that pins its document), not for every observe.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from urllib.parse import quote
 
 from shared.core.contract import Channel, Contract, canonical_json
 from shared.core.expressions import EvaluationContext
-from shared.core.kept import keep_read
+from shared.core.kept import keep_read, read_paths
 from shared.core.queries import undeclared_query
 from shared.core.skill import ReadbackSpec
 from shared.core.templates import fill_path_template, fill_query
@@ -27,7 +30,36 @@ from shared.core.types import ObservationStatus
 from shared.evidence.readings import Reading, digest_of
 from shared.trust.registry import get_registry
 
-__all__ = ["HttpJob", "declared_readback", "event_log_job", "http_job", "kept_reading"]
+__all__ = [
+    "HttpJob",
+    "declared_readback",
+    "event_log_job",
+    "http_job",
+    "kept_paths",
+    "kept_reading",
+]
+
+_KEPT_PATHS_SIZE = 256
+_kept_paths: OrderedDict[str, dict[str, frozenset[tuple[str, ...]]]] = OrderedDict()
+_kept_paths_lock = threading.Lock()
+
+
+def kept_paths(contract: Contract, *, contract_hash: str) -> dict[str, frozenset[tuple[str, ...]]]:
+    """``shared.core.kept.read_paths(contract)``, found once per ``contract_hash`` (the hash of
+    the contract's document, which the paths are read from; the caller's contract is the one
+    that hash pins). At most ``_KEPT_PATHS_SIZE`` contracts are kept; the answer is shared,
+    read it only."""
+    with _kept_paths_lock:
+        found = _kept_paths.get(contract_hash)
+        if found is not None:
+            _kept_paths.move_to_end(contract_hash)
+            return found
+    paths = read_paths(contract)
+    with _kept_paths_lock:
+        _kept_paths[contract_hash] = paths
+        while len(_kept_paths) > _KEPT_PATHS_SIZE:
+            _kept_paths.popitem(last=False)
+    return paths
 
 
 def declared_readback(channel: Channel, contract: Contract) -> ReadbackSpec | None:

@@ -1,13 +1,15 @@
 """``observe(operation_id, fence)``: read every channel of one operation once, for one fence.
 
-load → drop when stale → claim the fence → read (outside any transaction) → append
+load → drop when stale → claim the fence (on PostgreSQL the load and the claim are one
+statement, ``PREPARE_AND_CLAIM``) → read (outside any transaction) → append
 observations (a readback that goes backwards against the operation's earlier readings is
 stored ``inconsistent``: ``shared.evidence.backwards``) → enqueue ``evaluate``. The task is
 fenced and idempotent:
 
 - the operation is gone, final or not observable → dropped;
 - ``fence`` is not the operation's current fence → stale, dropped (a wake or a newer schedule
-  superseded it), also when it moves before the claim;
+  superseded it), also when it moves before the claim (or the operation closes while the claim
+  waits for its row: nothing is read either way);
 - the fence was observed already (a redelivered message, a sweeper re-send) → no reading; an
   ``evaluate`` is sent again in case that was the lost message. The unique constraint on
   (operation, fence, channel) makes a concurrent duplicate lose at insert time;
@@ -51,6 +53,7 @@ from services.observer.jobs import (
     declared_readback,
     event_log_job,
     http_job,
+    kept_paths,
     kept_reading,
 )
 from services.observer.statements import (
@@ -58,18 +61,26 @@ from services.observer.statements import (
     EXISTS,
     INSERT_OBSERVATIONS,
     PREPARE,
+    PREPARE_AND_CLAIM,
+    before_counting,
     connection_of,
     observation_row,
     operation_of,
+    values_of,
 )
 from shared.core.context import build_context
-from shared.core.kept import read_paths
 from shared.core.types import ObservationStatus
 from shared.core.verifiers import verifier_of
 from shared.core.verifiers.event_log import EVENT_LOG
 from shared.core.verifiers.http import HTTP
 from shared.db.models import Operation
-from shared.db.session import get_engine, read_connection, session_scope, single_statements
+from shared.db.session import (
+    get_engine,
+    is_postgres,
+    read_connection,
+    session_scope,
+    single_statements,
+)
 from shared.evidence.backwards import mark_backwards
 from shared.evidence.readings import Reading
 from shared.evidence.webhooks import read_webhook
@@ -82,7 +93,6 @@ from shared.lifecycle.scheduling import (
     OBSERVE_LEAD_S,
     SLOT_TOLERANCE,
     claim_reading,
-    counts_as_slot,
 )
 from shared.runtime.logs import bind_operation
 from shared.runtime.ratelimit import RateLimiter, bucket_for
@@ -117,6 +127,18 @@ def _resend_observe(operation_id: str, fence: int, countdown_s: float) -> None:
     messages.observe(operation_id, fence, countdown_s=countdown_s)
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """What an observe's load gives the rest of it: the jobs, each provider's readback, whether
+    the fence is claimed already, and the operation as loaded (its values, and made of them)."""
+
+    jobs: list[HttpJob]
+    readbacks: dict[str, Readback | str]
+    claimed: bool
+    op: Operation
+    values: tuple[Any, ...]
+
+
 @dataclass
 class Observer:
     """The observe task's collaborators, injected (tests pass their own client and clock)."""
@@ -139,11 +161,13 @@ class Observer:
             return self._already_observed(operation_id)
         if isinstance(prepared, ObserveOutcome):
             return prepared
-        jobs, readbacks, due = prepared
-        # One statement, committed when it returns (the claim is committed before any readback).
-        with single_statements(self.engine) as connection:
-            if not claim_reading(connection, operation_id, fence):
-                return ObserveOutcome.STALE  # woken or rescheduled since it was read
+        jobs, readbacks, due = prepared.jobs, prepared.readbacks, prepared.op.next_observation_at
+        if not prepared.claimed:
+            # One statement, committed when it returns (the claim is committed before any
+            # readback).
+            with single_statements(self.engine) as connection:
+                if not claim_reading(connection, operation_id, fence):
+                    return ObserveOutcome.STALE  # woken or rescheduled since it was read
         if due is not None:
             early = (due - self.clock()).total_seconds()
             if 0 < early <= OBSERVE_LEAD_S + 0.05:
@@ -171,7 +195,7 @@ class Observer:
         if any(job.events for job in jobs):
             readings = self._ingest_logs(operation_id, readings)
         try:
-            outcome = self._store(operation_id, fence, readings)
+            outcome = self._store(operation_id, fence, readings, loaded=prepared)
         except IntegrityError:
             return ObserveOutcome.DUPLICATE  # a concurrent delivery stored it and evaluates
         if outcome is ObserveOutcome.OBSERVED:
@@ -267,11 +291,18 @@ class Observer:
             channel=channel, status=ObservationStatus.ERROR, observed_at=self.clock(), error=error
         )
 
-    def _prepare(
-        self, operation_id: str, fence: int
-    ) -> ObserveOutcome | tuple[list[HttpJob], dict[str, Readback | str], datetime | None]:
-        with read_connection(self.engine) as connection:
-            rows = connection.execute(PREPARE, {"operation_id": operation_id, "fence": fence}).all()
+    def _prepare(self, operation_id: str, fence: int) -> ObserveOutcome | _Prepared:
+        """The jobs, the connections' readbacks and the due time of ``fence``, and whether the
+        fence is claimed already: on PostgreSQL the load claims it in the same statement
+        (``PREPARE_AND_CLAIM``, committed when it returns), elsewhere the caller claims it."""
+        claims = is_postgres(self.engine)
+        with (
+            single_statements(self.engine) if claims else read_connection(self.engine) as connection
+        ):
+            rows = connection.execute(
+                PREPARE_AND_CLAIM if claims else PREPARE,
+                {"operation_id": operation_id, "message_fence": fence},
+            ).all()
             if not rows:
                 return ObserveOutcome.MISSING
             op = operation_of(rows[0])
@@ -282,11 +313,17 @@ class Observer:
                 return ObserveOutcome.STALE
             if already_read:
                 return ObserveOutcome.DUPLICATE
+            if claims and not rows[0].claimed:
+                return ObserveOutcome.STALE  # woken, rescheduled or closed since it was read
             # A session only for a contract the process has not loaded yet.
             contract = cached_contract_for(Session(bind=connection), op)
         context = build_context(contract, facts_for(op))
         # A workspace contract's readings keep only what its conditions read.
-        kept = read_paths(contract) if op.custom_contract_id is not None else None
+        kept = (
+            kept_paths(contract, contract_hash=op.contract_hash)
+            if op.custom_contract_id is not None
+            else None
+        )
         jobs = [
             http_job(
                 channel,
@@ -316,9 +353,13 @@ class Observer:
             except Exception as exc:  # an undecryptable key: recorded, never raised
                 log.warning("connection of %s unusable: %s", op.workspace_id, exc)
                 readbacks[provider] = "connection_unusable"
-        return jobs, readbacks, op.next_observation_at
+        return _Prepared(
+            jobs=jobs, readbacks=readbacks, claimed=claims, op=op, values=values_of(rows[0])
+        )
 
-    def _store(self, operation_id: str, fence: int, readings: list[Reading]) -> ObserveOutcome:
+    def _store(
+        self, operation_id: str, fence: int, readings: list[Reading], *, loaded: _Prepared
+    ) -> ObserveOutcome:
         with session_scope(self.engine) as session:
             # The Core statements run on the transaction's connection: through the session they
             # paid its ORM dispatch (bind lookup, autoflush, compile-state) for nothing, as
@@ -333,9 +374,10 @@ class Observer:
                 # Nothing was written: the operation is gone, or closed since it was read.
                 found = connection.execute(EXISTS, {"operation_id": operation_id}).first()
                 return ObserveOutcome.CLOSED if found is not None else ObserveOutcome.MISSING
-            op = operation_of(row)
-            if counts_as_slot(op.slot_at, read_at):
-                op.attempts -= 1  # the facts as they were before this observation counted
+            # The facts as they were before this observation counted: the load's operation
+            # when none changed since (one Operation built fewer), else one of their own.
+            values = before_counting(row, read_at=read_at)
+            op = loaded.op if values == loaded.values else operation_of(values)
             contract = cached_contract_for(session, op)
             context = build_context(contract, facts_for(op))
             for channel in contract.channels:

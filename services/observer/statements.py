@@ -3,13 +3,26 @@ operations, connections and observation rows made of (and for) their rows."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, case, exists, insert, or_, select, update
+from sqlalchemy import (
+    Table,
+    and_,
+    bindparam,
+    case,
+    exists,
+    insert,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 
 from shared.db.models import Connection, Observation, Operation
 from shared.evidence.readings import Reading
-from shared.lifecycle.scheduling import OBSERVABLE_STATES
+from shared.lifecycle.scheduling import OBSERVABLE_STATES, counts_as_slot
 from shared.lifecycle.watch import WATCHED_STATES
 
 __all__ = [
@@ -17,9 +30,12 @@ __all__ = [
     "EXISTS",
     "INSERT_OBSERVATIONS",
     "PREPARE",
+    "PREPARE_AND_CLAIM",
+    "before_counting",
     "connection_of",
     "observation_row",
     "operation_of",
+    "values_of",
 ]
 
 _OPS = cast(Table, Operation.__table__)
@@ -75,7 +91,7 @@ PREPARE = (
         exists()
         .where(
             _OBSERVATIONS.c.operation_id == _OPS.c.id,
-            _OBSERVATIONS.c.fence == bindparam("fence"),
+            _OBSERVATIONS.c.fence == bindparam("message_fence"),
         )
         .label("seen"),
         *_CONNECTION_COLUMNS,
@@ -84,22 +100,57 @@ PREPARE = (
     .where(_OPS.c.id == bindparam("operation_id"))
 )
 
-# Counts the observation and loads the operation in one statement, only while it may be
-# observed: open and in an observable state, or watched (VERIFIED, FAILED) with a recheck scheduled
-# (``needs_recheck``). The row stays locked until the observations are stored.
-COUNT_ATTEMPT = (
+
+def _one_of(column: Any, values: Iterable[str]) -> Any:
+    """``column IN ('A', 'B')`` with the values written into the statement. An ``in_`` of a
+    list is an expanding parameter, which SQLAlchemy renders into the SQL again for every
+    execution; these are the code's own state names, so the statement's SQL is cached whole."""
+    names = sorted(values)
+    if not all(name.isidentifier() for name in names):
+        raise ValueError(f"not a state name: {names!r}")
+    return column.in_([literal_column(f"'{name}'") for name in names])
+
+
+# An operation that may be observed: open and in an observable state, or watched (VERIFIED,
+# FAILED) with a recheck scheduled (``needs_recheck``).
+_OBSERVABLE = or_(
+    and_(_OPS.c.final.is_(False), _one_of(_OPS.c.state, OBSERVABLE_STATES)),
+    and_(
+        _OPS.c.final.is_(True),
+        _one_of(_OPS.c.state, WATCHED_STATES),
+        _OPS.c.next_observation_at.is_not(None),
+    ),
+)
+
+# PostgreSQL: PREPARE and the claim (``shared.lifecycle.scheduling.claim_reading``) in one
+# statement, committed when it returns (autocommit). The claim is made only where PREPARE's
+# checks pass (observable, this fence, not read yet), on the row's latest version: an update
+# waits for a transaction that holds the row (a correlation) and checks again after it, so
+# ``claimed`` is false when the fence moved or the operation closed meanwhile. The rest reads
+# the statement's snapshot, as PREPARE alone did before its claim. The message's fence is bound
+# as ``message_fence``: an UPDATE given a parameter named after a column also SETs that column.
+_CLAIMED = (
     update(_OPS)
     .where(
         _OPS.c.id == bindparam("operation_id"),
-        or_(
-            and_(_OPS.c.final.is_(False), _OPS.c.state.in_(OBSERVABLE_STATES)),
-            and_(
-                _OPS.c.final.is_(True),
-                _OPS.c.state.in_(WATCHED_STATES),
-                _OPS.c.next_observation_at.is_not(None),
-            ),
+        _OPS.c.fence == bindparam("message_fence"),
+        _OBSERVABLE,
+        ~exists().where(
+            _OBSERVATIONS.c.operation_id == _OPS.c.id,
+            _OBSERVATIONS.c.fence == bindparam("message_fence"),
         ),
     )
+    .values(reading_fence=_OPS.c.fence)
+    .returning(_OPS.c.id)
+    .cte("claimed")
+)
+PREPARE_AND_CLAIM = PREPARE.add_columns(exists(select(_CLAIMED.c.id)).label("claimed"))
+
+# Counts the observation and loads the operation in one statement, only while it may be
+# observed (``_OBSERVABLE``). The row stays locked until the observations are stored.
+COUNT_ATTEMPT = (
+    update(_OPS)
+    .where(_OPS.c.id == bindparam("operation_id"), _OBSERVABLE)
     # Only a reading of the schedule's slot counts; one a wake brought forward is extra
     # (``shared.lifecycle.scheduling.counts_as_slot``; ``read_before`` = now + tolerance).
     .values(
@@ -122,9 +173,27 @@ EXISTS = select(_OPS.c.id).where(_OPS.c.id == bindparam("operation_id"))
 INSERT_OBSERVATIONS = insert(_OBSERVATIONS).returning(_OBSERVATIONS.c.id)
 
 
+_ATTEMPTS = next(i for i, column in enumerate(_OP_COLUMNS) if column.key == "attempts")
+_SLOT_AT = next(i for i, column in enumerate(_OP_COLUMNS) if column.key == "slot_at")
+
+
 def operation_of(row: Any) -> Operation:
     """A detached Operation carrying the values of a row of ``_OP_COLUMNS``."""
     return Operation(**{column.key: row[i] for i, column in enumerate(_OP_COLUMNS)})
+
+
+def values_of(row: Any) -> tuple[Any, ...]:
+    """The ``_OP_COLUMNS`` values of a row (PREPARE's rows have more columns after them)."""
+    return tuple(row)[: len(_OP_COLUMNS)]
+
+
+def before_counting(row: Any, *, read_at: datetime) -> tuple[Any, ...]:
+    """The values of a ``COUNT_ATTEMPT`` row as they were before it counted a reading made at
+    ``read_at`` (``attempts`` less the one it added when the reading is the schedule's slot)."""
+    values = values_of(row)
+    if not counts_as_slot(values[_SLOT_AT], read_at):
+        return values
+    return (*values[:_ATTEMPTS], values[_ATTEMPTS] - 1, *values[_ATTEMPTS + 1 :])
 
 
 def connection_of(row: Any) -> Connection | None:

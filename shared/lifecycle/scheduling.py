@@ -386,6 +386,8 @@ def claim_reading(connection: Connection, operation_id: str, fence: int) -> bool
 
     An update of the operation's row: it waits for a correlation that holds the row
     (:func:`wake_for_events`) and re-reads the fence after it, so a kept message is read after
-    the events that kept it. The caller commits before it reads."""
+    the events that kept it. The caller commits before it reads. On PostgreSQL the observer
+    makes the same claim in the statement that loads the operation
+    (``services.observer.statements.PREPARE_AND_CLAIM``)."""
     result = connection.execute(_CLAIM, {"operation_id": operation_id, "claimed_fence": fence})
     return bool(result.rowcount == 1)

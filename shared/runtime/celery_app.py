@@ -25,6 +25,11 @@ option away from SQLAlchemy, and returns from a drain within one polling interva
 worker's blocking loop acknowledges finished tasks at once (see :class:`EmbeddedSqlaTransport`).
 Only this process's kombu registry is touched.
 
+On Redis, kombu's channel builds a new ``redis.Redis`` client (over its kept connection pool)
+for every command it sends on its own, a publish among them; building one costs more than the
+publish's round trip takes of CPU. :class:`RedisTransport` (the ``redis`` / ``rediss`` schemes)
+keeps one client per channel and pool instead (see :class:`_RedisChannel`).
+
 Task bodies live in ``services.observer.tasks`` and ``services.verdict.tasks``; the worker loads
 them by name (``include``), and senders address tasks by name, so ``shared`` never imports a
 service. Every message is built and sent by ``shared.lifecycle.messages`` (keyword payloads),
@@ -34,12 +39,14 @@ over :func:`send` and :func:`send_many` here; the names of tasks and queues are 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from celery import Celery
 from kombu import Connection, Queue
 from kombu import transport as kombu_transport
+from kombu.transport import redis as kombu_redis
 from kombu.transport import sqlalchemy as kombu_sqla
 from kombu.transport.sqlalchemy import models as kombu_sqla_models
 from kombu.utils.uuid import uuid
@@ -72,6 +79,7 @@ __all__ = [
     "VERDICT_QUEUE",
     "WAKES_PER_MESSAGE",
     "EmbeddedSqlaTransport",
+    "RedisTransport",
     "app",
     "configure",
     "prepare_embedded_broker",
@@ -170,6 +178,44 @@ class EmbeddedSqlaTransport(kombu_sqla.Transport):
 _TRANSPORT_PATH = f"{__name__}:EmbeddedSqlaTransport"
 kombu_transport.TRANSPORT_ALIASES["sqla"] = _TRANSPORT_PATH
 kombu_transport.TRANSPORT_ALIASES["sqlalchemy"] = _TRANSPORT_PATH
+
+
+class _RedisChannel(kombu_redis.Channel):
+    """kombu's Redis channel, sending the commands it runs on its own (a publish, a queue's
+    size, a binding) through one kept client instead of a new ``redis.Redis`` each time.
+
+    Building a client copies its response callbacks into two new dicts (~0.25 ms of CPU, a
+    quarter of a publish). The kept client is made over the channel's connection pool and
+    made again when the channel has a new pool: kombu drops its pools after a fork (the
+    child's pool is a new one) and when the channel closes. A ``redis.Redis`` takes a
+    connection from its pool for each command, so it is safe across threads; the clients that
+    hold a connection of their own (the consumer's, for BRPOP) are kombu's, untouched.
+    """
+
+    _kept_client: Any = None
+
+    @contextmanager
+    def conn_or_acquire(self, client: Any = None) -> Iterator[Any]:
+        if client:
+            yield client
+            return
+        channel: Any = self  # the stubs know no more than the public channel
+        pool = channel.pool
+        kept = self._kept_client
+        if kept is None or kept.connection_pool is not pool:
+            kept = self._kept_client = channel._create_client()
+        yield kept
+
+
+class RedisTransport(kombu_redis.Transport):
+    """kombu's Redis transport with :class:`_RedisChannel` (one kept client per channel)."""
+
+    Channel = _RedisChannel
+
+
+_REDIS_TRANSPORT_PATH = f"{__name__}:RedisTransport"
+kombu_transport.TRANSPORT_ALIASES["redis"] = _REDIS_TRANSPORT_PATH
+kombu_transport.TRANSPORT_ALIASES["rediss"] = _REDIS_TRANSPORT_PATH
 
 
 def prepare_embedded_broker(broker_url: str) -> None:

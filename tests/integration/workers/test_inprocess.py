@@ -21,6 +21,7 @@ import pytest
 import redis
 from sqlalchemy import Engine, event, select
 
+from services.observer import observe as observe_module
 from services.observer.observe import ObserveOutcome, Observer
 from services.verdict.evaluate import Plan, evaluate_operation
 from services.verdict.sweeper import ACTION_NOT_REPORTED, Sweeper
@@ -241,6 +242,120 @@ def test_a_fence_moved_while_the_claim_waits_is_stale_and_nothing_is_read(env: C
     assert _op(env, op_id).reading_fence is None
 
 
+def _statements_of(engine: Engine, run: Any) -> list[str]:
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        run()
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    return statements
+
+
+def test_on_postgresql_the_load_and_the_claim_are_one_statement(
+    env: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An observe is four statements: the load that claims the fence, the attempt counted, the
+    webhook events reduced, the observations inserted. A stale or duplicate message is one
+    statement and claims nothing. The operation is built once: its facts did not change."""
+    tenant = make_tenant(
+        env, "http://provider.test", short_contract(contract_id="t.onestmt"), name="onestmt"
+    )
+    now = datetime.now(UTC)
+    op_id = _operation(env, tenant, "re_os", created=now)
+    refunds, sent = Refunds(), Sent()
+    refunds.answers["re_os"] = (200, _refund("re_os", status="pending", created=now))
+    observer = _observer(env, refunds, sent)
+    observer.observe(_operation(env, tenant, "re_os", created=now), 1)  # contract loaded
+
+    stale = _statements_of(env.engine, lambda: observer.observe(op_id, 2))
+    assert len(stale) == 1
+    assert _op(env, op_id).reading_fence is None
+    built: list[object] = []
+    operation_of = observe_module.operation_of
+    monkeypatch.setattr(
+        observe_module, "operation_of", lambda row: built.append(row) or operation_of(row)
+    )
+    observed = _statements_of(env.engine, lambda: observer.observe(op_id, 1))
+    assert len(built) == 1
+    assert _op(env, op_id).attempts == 1
+    assert len(observed) == 4, observed
+    assert observed[0].startswith("WITH claimed AS")
+    assert not [s for s in observed[1:] if "reading_fence" in s]
+    assert _op(env, op_id).reading_fence == 1
+    duplicate = _statements_of(env.engine, lambda: observer.observe(op_id, 1))
+    assert len(duplicate) == 1
+
+
+def test_an_operation_closed_while_the_claim_waits_is_not_read(env: Cluster) -> None:
+    tenant = make_tenant(
+        env, "http://provider.test", short_contract(contract_id="t.closerace"), name="closerace"
+    )
+    now = datetime.now(UTC)
+    op_id = _operation(env, tenant, "re_cl", created=now)
+    refunds, sent = Refunds(), Sent()
+    refunds.answers["re_cl"] = (200, _refund("re_cl", status="pending", created=now))
+    outcome: list[ObserveOutcome] = []
+    with session_scope(env.engine) as closing:
+        op = closing.get(Operation, op_id)
+        assert op is not None
+        op.state, op.final, op.next_observation_at = "FAILED", True, None
+        closing.flush()  # the row stays locked until commit; the fence does not move
+        observing = threading.Thread(
+            target=lambda: outcome.append(_observer(env, refunds, sent).observe(op_id, 1))
+        )
+        observing.start()
+        observing.join(0.5)
+        assert observing.is_alive()  # waits to claim fence 1
+    observing.join(10)
+    assert outcome == [ObserveOutcome.STALE]
+    assert refunds.requests == []
+    assert _op(env, op_id).reading_fence is None
+
+
+def test_on_sqlite_the_claim_is_a_statement_of_its_own_committed_before_the_read(
+    sqlite_url: str, sqlite_engine: Engine, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    values = {
+        "PROVELY_DATABASE_URL": sqlite_url,
+        "PROVELY_SECRET_KEY": SECRET_KEY,
+        "PROVELY_DATA_DIR": str(tmp_path),
+    }
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    try:
+        lite = Cluster(env=values, settings=get_settings(), engine=sqlite_engine, logs=tmp_path)
+        tenant = make_tenant(
+            lite, "http://provider.test", short_contract(contract_id="t.lite"), name="lite"
+        )
+        now = datetime.now(UTC)
+        op_id = _operation(lite, tenant, "re_l", created=now)
+        claimed_when_read: list[int | None] = []
+
+        class Watching(Refunds):
+            def handler(self, request: httpx.Request) -> httpx.Response:
+                claimed_when_read.append(_op(lite, op_id).reading_fence)  # another connection
+                return super().handler(request)
+
+        refunds, sent = Watching(), Sent()
+        refunds.answers["re_l"] = (200, _refund("re_l", status="pending", created=now))
+        observer = _observer(lite, refunds, sent)
+        assert observer.observe(op_id, 2) is ObserveOutcome.STALE
+        assert _op(lite, op_id).reading_fence is None
+        observed = _statements_of(lite.engine, lambda: observer.observe(op_id, 1))
+        assert claimed_when_read == [1]
+        assert [s for s in observed if s.startswith("UPDATE operations SET reading_fence")]
+        assert observer.observe(op_id, 1) is ObserveOutcome.DUPLICATE
+        assert sent.evaluates == [op_id, op_id]
+    finally:
+        get_settings.cache_clear()
+
+
 def test_observe_many_reads_its_operations_at_once_and_answers_in_order(env: Cluster) -> None:
     tenant = make_tenant(
         env, "http://provider.test", short_contract(contract_id="t.many"), name="many"
@@ -312,6 +427,77 @@ def test_a_path_that_cannot_be_filled_is_recorded_as_an_error_and_nothing_is_rea
     assert (row.status, row.error) == ("error", "path_unresolved")
 
 
+def _store_event(
+    env: Cluster, tenant: Tenant, event_id: str, refund_id: str, charge: str, at: datetime
+) -> None:
+    """A stored, verified ``refund.created`` event keyed by its refund and its charge."""
+    body = {
+        "id": event_id,
+        "type": "refund.created",
+        "created": int(at.timestamp()),
+        "api_version": "2026-08-26",
+        "data": {"object": {"id": refund_id, "charge": charge}},
+    }
+    raw = json.dumps(body).encode()
+    with session_scope(env.engine) as session:
+        row = Event(
+            workspace_id=tenant.workspace_id,
+            provider="stripe",
+            event_id=event_id,
+            type="refund.created",
+            provider_timestamp=at,
+            api_version="2026-08-26",
+            object_id=refund_id,
+            body=body,
+            raw=raw,
+            digest=hashlib.sha256(raw).hexdigest(),
+            duplicates=0,
+            received_at=datetime.now(UTC),
+        )
+        session.add(row)
+        session.flush()
+        for name, value in (("object_id", refund_id), ("charge", charge)):
+            session.add(
+                EventKey(
+                    event_pk=row.id,
+                    workspace_id=tenant.workspace_id,
+                    provider="stripe",
+                    name=name,
+                    value=value,
+                )
+            )
+
+
+def test_the_store_reads_the_facts_again_and_uses_them_when_they_changed(env: Cluster) -> None:
+    """The load's operation serves the store only while its facts are unchanged: a fact changed
+    during the readback is the one the webhook channel reduces with."""
+    tenant = make_tenant(
+        env, "http://provider.test", short_contract(contract_id="t.fresh"), name="fresh"
+    )
+    created = datetime.now(UTC) - timedelta(seconds=30)
+    op_id = _operation(env, tenant, "re_fr", created=created, charge="ch_1")
+    _store_event(env, tenant, "evt_new_charge", "re_fr", "ch_new", created + timedelta(seconds=1))
+
+    class Changing(Refunds):
+        def handler(self, request: httpx.Request) -> httpx.Response:
+            with session_scope(env.engine) as session:  # another transaction, committed
+                op = session.get(Operation, op_id)
+                assert op is not None
+                op.input = {**op.input, "charge": "ch_new"}
+            return super().handler(request)
+
+    refunds, sent = Changing(), Sent()
+    refunds.answers["re_fr"] = (200, _refund("re_fr", created=created))
+    assert _observer(env, refunds, sent).observe(op_id, 1) is ObserveOutcome.OBSERVED
+    with session_scope(env.engine) as session:
+        row = session.execute(
+            select(Observation).where(
+                Observation.operation_id == op_id, Observation.channel == "refund_created_events"
+            )
+        ).scalar_one()
+    assert [e["id"] for e in row.value["events"]] == ["evt_new_charge"]
+
+
 def test_the_webhook_channel_reduces_stored_correlated_events(env: Cluster) -> None:
     tenant = make_tenant(
         env, "http://provider.test", short_contract(contract_id="t.events"), name="events"
@@ -320,41 +506,7 @@ def test_the_webhook_channel_reduces_stored_correlated_events(env: Cluster) -> N
     op_id = _operation(env, tenant, "re_e", created=created)
 
     def event(event_id: str, refund_id: str, charge: str, at: datetime) -> None:
-        body = {
-            "id": event_id,
-            "type": "refund.created",
-            "created": int(at.timestamp()),
-            "api_version": "2026-08-26",
-            "data": {"object": {"id": refund_id, "charge": charge}},
-        }
-        raw = json.dumps(body).encode()
-        with session_scope(env.engine) as session:
-            row = Event(
-                workspace_id=tenant.workspace_id,
-                provider="stripe",
-                event_id=event_id,
-                type="refund.created",
-                provider_timestamp=at,
-                api_version="2026-08-26",
-                object_id=refund_id,
-                body=body,
-                raw=raw,
-                digest=hashlib.sha256(raw).hexdigest(),
-                duplicates=0,
-                received_at=datetime.now(UTC),
-            )
-            session.add(row)
-            session.flush()
-            for name, value in (("object_id", refund_id), ("charge", charge)):
-                session.add(
-                    EventKey(
-                        event_pk=row.id,
-                        workspace_id=tenant.workspace_id,
-                        provider="stripe",
-                        name=name,
-                        value=value,
-                    )
-                )
+        _store_event(env, tenant, event_id, refund_id, charge, at)
 
     event("evt_before", "re_old", "ch_1", created - timedelta(minutes=5))  # predates: ignored
     event("evt_1", "re_e", "ch_1", created + timedelta(seconds=1))

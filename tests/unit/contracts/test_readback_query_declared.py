@@ -189,3 +189,19 @@ def test_a_workspace_contracts_reading_keeps_only_what_its_conditions_read() -> 
 def test_keep_read(paths: list[tuple[str, ...]], expected: Any) -> None:
     value = {"a": {"b": 1, "c": 2}, "l": [{"x": 1, "y": 2}, {"x": 3}], "s": "t"}
     assert keep_read(value, paths) == expected
+
+
+def test_the_kept_paths_are_found_once_per_contract_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.observer import jobs
+    from shared.core.contract import contract_hash
+
+    found: list[Contract] = []
+    monkeypatch.setattr(jobs, "_kept_paths", type(jobs._kept_paths)())
+    monkeypatch.setattr(jobs, "read_paths", lambda c: found.append(c) or read_paths(c))
+    contract, other = _with_query(), _with_query(path=PATHS[-1])
+    for _ in range(3):
+        kept = jobs.kept_paths(contract, contract_hash=contract_hash(contract))
+        assert kept == read_paths(contract)
+    assert found == [contract]
+    jobs.kept_paths(other, contract_hash=contract_hash(other))  # another document, its own
+    assert found == [contract, other]

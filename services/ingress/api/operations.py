@@ -16,7 +16,7 @@ from services.ingress.api.creation import (
     prepare_operation,
 )
 from services.ingress.api.listing import OperationFilters, list_page
-from services.ingress.api.lookup import load_operation
+from services.ingress.api.lookup import load_operation, load_operation_linked
 from services.ingress.api.review import record_review
 from services.ingress.api.schemas import (
     ActionReportIn,
@@ -139,9 +139,11 @@ def report_action(
 ) -> Response:
     settings = app_settings(request)
     with authorized(request, key) as (session, who):
-        op = load_operation(session, who.workspace_id, operation_id, for_update=True)
+        op, linked = load_operation_linked(session, who.workspace_id, operation_id, for_update=True)
         scheduled = record_action(session, op, body, settings=settings, now=now())
-        view = operation_view(session, op)
+        # Nothing else links events to it meanwhile: the report holds the workspace's
+        # correlation lock (shared) and the row's.
+        view = operation_view(session, op, linked_events=linked or scheduled.linked)
     # After commit and after the answer: the stored schedule is the record (a message that is
     # never sent is sent again by the sweeper), so the agent does not wait for the broker.
     after.add_task(_dispatch, op.id, scheduled)
@@ -163,8 +165,8 @@ def report_action(
 )
 def get_operation(request: Request, operation_id: OperationId, key: BearerKey) -> Response:
     with authorized(request, key) as (session, who):
-        op = load_operation(session, who.workspace_id, operation_id)
-        view = operation_view(session, op)
+        op, linked = load_operation_linked(session, who.workspace_id, operation_id)
+        view = operation_view(session, op, linked_events=linked)
     return operation_answer(view)
 
 

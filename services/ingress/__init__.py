@@ -10,7 +10,7 @@ Packages and modules, by concern:
 
 - ``api`` — the agent API: ``operations`` (the ``/v1/operations`` routes), ``creation``,
   ``actions``, ``review``, ``lookup`` (what those routes do), ``receipts``, ``contracts``,
-  ``custom_contracts``, ``deliveries``, ``views`` (how rows are shown), ``schemas``,
+  ``custom_contracts``, ``deliveries``, ``views`` (how rows are shown), ``answers``, ``schemas``,
   ``examples``, ``bodies``, ``inputs`` (what a request carries);
 - ``intake`` — the webhook intake: ``webhooks`` (``POST /v1/events/{provider}/{workspace}``),
   ``webhook_checks``, ``webhook_batches`` (group commit), ``correlate_messages``;

@@ -44,6 +44,11 @@ class Scheduled:
     countdown_s: float = 0.0
     ignored: IntakeResult | None = None
 
+    @property
+    def linked(self) -> bool:
+        """Whether the report linked events to the operation (or made a weak link strong)."""
+        return self.ignored is not None and bool(self.ignored.links)
+
 
 def _subject_id(contract: Contract, op: Operation) -> str | None:
     value = resolve(contract.subject.identity.expr, build_context(contract, facts_for(op)))

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, BackgroundTasks, Header, Path, Query, Request, Response
 
 from services.ingress.api.actions import Scheduled, record_action, request_verification
+from services.ingress.api.answers import operation_answer
 from services.ingress.api.bodies import StorableJsonRoute
 from services.ingress.api.creation import (
     check_field_sizes,
@@ -15,7 +16,7 @@ from services.ingress.api.creation import (
     prepare_operation,
 )
 from services.ingress.api.listing import OperationFilters, list_page
-from services.ingress.api.lookup import load_operation
+from services.ingress.api.lookup import load_operation, load_operation_linked
 from services.ingress.api.review import record_review
 from services.ingress.api.schemas import (
     ActionReportIn,
@@ -78,7 +79,6 @@ def _dispatch(operation_id: str, scheduled: Scheduled) -> None:
 )
 def create(
     request: Request,
-    response: Response,
     body: CreateOperationIn,
     key: BearerKey,
     idempotency_key: Annotated[
@@ -91,7 +91,7 @@ def create(
             description="Visible ASCII; the same key with the same body replays the operation.",
         ),
     ] = None,
-) -> OperationOut:
+) -> Response:
     settings = app_settings(request)
     with authorized(request, key) as (session, who):
         check_field_sizes(body, settings)
@@ -100,9 +100,7 @@ def create(
         )
         replayed = operation_view(session, prepared) if isinstance(prepared, Operation) else None
     if replayed is not None:
-        response.status_code = 200
-        response.headers["Location"] = f"/v1/operations/{replayed.id}"
-        return replayed
+        return operation_answer(replayed, location=True)
     assert not isinstance(prepared, Operation)
     check_operation_input(prepared, body)  # no transaction is held while patterns match
     with transaction(app_engine(request)) as session:
@@ -117,9 +115,7 @@ def create(
             now=now(),
         )
         view = operation_view(session, created.operation, inserted=created.new)
-    response.status_code = 201 if created.new else 200
-    response.headers["Location"] = f"/v1/operations/{view.id}"
-    return view
+    return operation_answer(view, status_code=201 if created.new else 200, location=True)
 
 
 @router.post(
@@ -140,16 +136,18 @@ def report_action(
     body: ActionReportIn,
     key: BearerKey,
     after: BackgroundTasks,
-) -> OperationOut:
+) -> Response:
     settings = app_settings(request)
     with authorized(request, key) as (session, who):
-        op = load_operation(session, who.workspace_id, operation_id, for_update=True)
+        op, linked = load_operation_linked(session, who.workspace_id, operation_id, for_update=True)
         scheduled = record_action(session, op, body, settings=settings, now=now())
-        view = operation_view(session, op)
+        # Nothing else links events to it meanwhile: the report holds the workspace's
+        # correlation lock (shared) and the row's.
+        view = operation_view(session, op, linked_events=linked or scheduled.linked)
     # After commit and after the answer: the stored schedule is the record (a message that is
     # never sent is sent again by the sweeper), so the agent does not wait for the broker.
     after.add_task(_dispatch, op.id, scheduled)
-    return view
+    return operation_answer(view)
 
 
 @router.get(
@@ -165,10 +163,11 @@ def report_action(
         "again later."
     ),
 )
-def get_operation(request: Request, operation_id: OperationId, key: BearerKey) -> OperationOut:
+def get_operation(request: Request, operation_id: OperationId, key: BearerKey) -> Response:
     with authorized(request, key) as (session, who):
-        op = load_operation(session, who.workspace_id, operation_id)
-        return operation_view(session, op)
+        op, linked = load_operation_linked(session, who.workspace_id, operation_id)
+        view = operation_view(session, op, linked_events=linked)
+    return operation_answer(view)
 
 
 @router.get(

@@ -184,10 +184,10 @@ def _ignored(contract: Contract | None, op: Operation, event: Event) -> IgnoredE
 
 
 def _ignored_fields(
-    session: Session, op: Operation, contract: Contract | None, *, inserted: bool
+    session: Session, op: Operation, contract: Contract | None, *, linked_events: bool
 ) -> dict[str, Any]:
     """``blocked_by`` and ``ignored_events`` of the operation resource."""
-    linked = [] if inserted else _linked_events(session, op)
+    linked = _linked_events(session, op) if linked_events else []
     ignored = [found for event, _ in linked if (found := _ignored(contract, op, event)) is not None]
     blocked = None
     if op.state != OperationState.VERIFIED.value:
@@ -209,12 +209,15 @@ def operation_view(
     *,
     listed: bool = False,
     inserted: bool = False,
+    linked_events: bool = True,
     current_receipts: Collection[str] | None = None,
 ) -> OperationOut:
     """The operation resource of ``GET /v1/operations/{id}``; ``listed``: as a list page
     shows it (:class:`OperationListItem`, without ``input`` and ``metadata``); ``inserted``:
     the operation was inserted by this transaction, so no event is linked to it yet (no query
-    for them); ``current_receipts``: see :func:`receipt_url`."""
+    for them); ``linked_events`` False: none was linked when this transaction read it
+    (``services.ingress.api.lookup.load_operation_linked``) nor since, in it (no query
+    either); ``current_receipts``: see :func:`receipt_url`."""
     contract = _contract(session, op)
     decision: dict[str, Any] = op.decision or {}
     verdict = op.verdict or Verdict.PENDING.value
@@ -234,7 +237,9 @@ def operation_view(
     bodies: dict[str, Any] = {}
     if not listed:
         bodies = {"input": op.input or {}, "metadata": op.metadata_}
-        bodies.update(_ignored_fields(session, op, contract, inserted=inserted))
+        bodies.update(
+            _ignored_fields(session, op, contract, linked_events=linked_events and not inserted)
+        )
     return model(
         id=op.id,
         workspace_id=op.workspace_id,

@@ -101,6 +101,16 @@ def test_report_and_read_are_one_transaction_that_starts_with_the_key(pg_api: Ap
         assert "api_keys" in request[0][0]
         assert any("FROM operations" in sql for sql in request[0][1:])
         assert not any("UPDATE api_keys" in sql for sql in request[0])
+    # What each request costs (bench/api.py --statements): the key; for the report the
+    # correlation lock, the row, two updates and the two scans for earlier events. The
+    # operation's load says whether any event is linked to it: without one, neither the report
+    # nor the read asks for its linked events.
+    assert [len(statements) for statements in created] == [1, 1]
+    assert len(reported[0]) == 7, reported[0]
+    assert len(read[0]) == 2, read[0]
+    assert not any(
+        "operation_events" in sql for sql in reported[0] + read[0] if "EXISTS" not in sql
+    )
 
 
 def test_a_revoked_key_is_refused_on_create_report_and_read_and_writes_nothing(

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from sqlalchemy import select
@@ -24,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from services.observer.http_verifier import HttpTarget
 from shared.db.models import Connection
+from shared.runtime.bounded import Bounded
 from shared.runtime.settings import Settings
 
 __all__ = [
@@ -88,11 +87,7 @@ class _DecryptedKeys:
     """API keys decrypted already, by ciphertext and key material; bounded, thread-safe."""
 
     def __init__(self, size: int) -> None:
-        self._size = size
-        self._keys: OrderedDict[tuple[bytes, str | None, str | None, str | None], str] = (
-            OrderedDict()
-        )
-        self._lock = threading.Lock()
+        self._keys: Bounded[tuple[bytes, str | None, str | None, str | None], str] = Bounded(size)
 
     def get(self, ciphertext: bytes, settings: Settings) -> str:
         from shared.trust.secrets import decrypt
@@ -100,17 +95,9 @@ class _DecryptedKeys:
         # The key file is read only when no secret key is set (shared.trust.secrets).
         key_file_dir = None if settings.secret_key else str(settings.data_dir.resolve())
         key = (ciphertext, settings.secret_key, key_file_dir, settings.database_url)
-        with self._lock:
-            found = self._keys.get(key)
-            if found is not None:
-                self._keys.move_to_end(key)
-                return found
-        plain = decrypt(ciphertext, settings=settings).decode("utf-8")
-        with self._lock:
-            self._keys[key] = plain
-            while len(self._keys) > self._size:
-                self._keys.popitem(last=False)
-        return plain
+        return self._keys.get_or_make(
+            key, lambda: decrypt(ciphertext, settings=settings).decode("utf-8")
+        )
 
 
 _decrypted = _DecryptedKeys(KEPT_KEYS)

@@ -15,8 +15,6 @@ those of what is kept. The paths a workspace contract keeps are found once per c
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -28,6 +26,7 @@ from shared.core.skill import ReadbackSpec
 from shared.core.templates import fill_path_template, fill_query
 from shared.core.types import ObservationStatus
 from shared.evidence.readings import Reading, digest_of
+from shared.runtime.bounded import Bounded
 from shared.trust.registry import get_registry
 
 __all__ = [
@@ -39,27 +38,14 @@ __all__ = [
     "kept_reading",
 ]
 
-_KEPT_PATHS_SIZE = 256
-_kept_paths: OrderedDict[str, dict[str, frozenset[tuple[str, ...]]]] = OrderedDict()
-_kept_paths_lock = threading.Lock()
+_kept_paths: Bounded[str, dict[str, frozenset[tuple[str, ...]]]] = Bounded(256)
 
 
 def kept_paths(contract: Contract, *, contract_hash: str) -> dict[str, frozenset[tuple[str, ...]]]:
     """``shared.core.kept.read_paths(contract)``, found once per ``contract_hash`` (the hash of
     the contract's document, which the paths are read from; the caller's contract is the one
-    that hash pins). At most ``_KEPT_PATHS_SIZE`` contracts are kept; the answer is shared,
-    read it only."""
-    with _kept_paths_lock:
-        found = _kept_paths.get(contract_hash)
-        if found is not None:
-            _kept_paths.move_to_end(contract_hash)
-            return found
-    paths = read_paths(contract)
-    with _kept_paths_lock:
-        _kept_paths[contract_hash] = paths
-        while len(_kept_paths) > _KEPT_PATHS_SIZE:
-            _kept_paths.popitem(last=False)
-    return paths
+    that hash pins). At most 256 contracts are kept; the answer is shared, read it only."""
+    return _kept_paths.get_or_make(contract_hash, lambda: read_paths(contract))
 
 
 def declared_readback(channel: Channel, contract: Contract) -> ReadbackSpec | None:

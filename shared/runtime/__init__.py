@@ -11,6 +11,7 @@ Modules:
 - ``metrics``      the Prometheus metrics of every service, and where they are served
 - ``celery_hooks`` a task's context in its logs, its queue lag and outcome in the metrics
 - ``ratelimit``    one token bucket per provider connection, for readbacks
+- ``bounded``      a bounded, thread-safe map of what a process computed (least recent out)
 
 Errors: none of its own (a bad ``PROVELY_*`` value is pydantic's ``ValidationError``, turned
 into one line per problem by ``settings.settings_problems``).

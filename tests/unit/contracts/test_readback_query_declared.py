@@ -196,7 +196,7 @@ def test_the_kept_paths_are_found_once_per_contract_hash(monkeypatch: pytest.Mon
     from shared.core.contract import contract_hash
 
     found: list[Contract] = []
-    monkeypatch.setattr(jobs, "_kept_paths", type(jobs._kept_paths)())
+    monkeypatch.setattr(jobs, "_kept_paths", type(jobs._kept_paths)(jobs._kept_paths.size))
     monkeypatch.setattr(jobs, "read_paths", lambda c: found.append(c) or read_paths(c))
     contract, other = _with_query(), _with_query(path=PATHS[-1])
     for _ in range(3):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -46,6 +47,9 @@ from services.cli.supervisor import ChildSpec, Supervisor
 CLAIM_KEY = "provely:tests:claimed"
 REDIS_DB_COUNT = 16  # Redis's default ``databases``; index 0 is left to interactive use
 CLAIM_WAIT_S = 60.0
+
+# Celery's line once a worker consumes: "observer.<pid>@<host> ready."
+_READY = re.compile(r"\b(?:observer|verdict)\.\d+@[^\s\"]+ ready\.")
 
 # Both run in Redis as one step: nobody can write to the index between the check and the claim,
 # and a flush can only drop what its claimer put there.
@@ -277,9 +281,30 @@ class DistributedSystem:
             if time.monotonic() > deadline:
                 raise RuntimeError("the ingress did not start:\n" + self.log_tail())
             time.sleep(0.1)
+        self._wait_workers_ready(deadline)
+
+    def _wait_workers_ready(self, deadline: float) -> None:
+        """Wait until the observer's and the verdict's Celery workers say they are ready
+        (consuming), so that a test's clock does not start while a worker is still booting."""
+        assert self.supervisor is not None
+        logs = self.workdir / "logs"
+        waiting = {"observer", "verdict"}
+        while waiting:
+            self.supervisor.poll()
+            for role in sorted(waiting):
+                path = logs / f"{role}.log"
+                if path.exists() and _READY.search(path.read_text("utf-8", errors="replace")):
+                    waiting.discard(role)
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the {', '.join(sorted(waiting))} worker did not start:\n" + self.log_tail()
+                )
+            time.sleep(0.1)
 
     def wait_ready(self) -> None:
-        """``start`` already waited for the API."""
+        """``start`` already waited for the API and the workers."""
 
     def stop(self) -> None:
         if self.supervisor is not None:

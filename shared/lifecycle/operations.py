@@ -5,7 +5,9 @@
 version, issues the receipt when its caller asks for one (``receipt=True``, only with a final
 verdict), and appends the transition to the workspace's audit chain last (its lock is held until
 commit) — all in the caller's transaction. It returns None when another writer got there first;
-the caller re-reads the operation and decides again. It is called only by the named steps of
+the caller re-reads the operation and decides again. A move that passes through a state it never
+commits (``through``, a :class:`Passage`) is still one UPDATE, with a transition row for each
+step. It is called only by the named steps of
 ``shared.lifecycle.steps``, which say which moves exist and which of them issue a receipt.
 
 Also: :func:`facts_for` (what the engine needs besides observations) and
@@ -34,6 +36,7 @@ from shared.db.models import Operation, Receipt
 from shared.runtime.settings import Settings
 
 __all__ = [
+    "Passage",
     "StateChange",
     "change_state",
     "decision_document",
@@ -110,6 +113,19 @@ _FENCED_UPDATE = update(_OPERATIONS).where(
 
 
 @dataclass(frozen=True, slots=True)
+class Passage:
+    """A state an operation passes through on its way to another in the same transaction: it
+    is never committed, so the one UPDATE writes the final state, and the audit chain still
+    records the step into it and the step out of it (two transitions, in that order)."""
+
+    state: OperationState
+    verdict: str | None
+    reason: str | None
+    cause: str
+    details: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class StateChange:
     """A state change that was written: the receipt it issued, when it was asked to."""
 
@@ -133,6 +149,7 @@ def change_state(
     changes: Mapping[str, Any] | None = None,
     settings: Settings | None = None,
     readings: Sequence[Any] | None = None,
+    through: Passage | None = None,
 ) -> StateChange | None:
     """Move ``op`` to ``to_state`` with its verdict, fenced by ``op.version``; with ``receipt``,
     issue the receipt of that final verdict (``ValueError`` for an open state or no verdict).
@@ -140,7 +157,9 @@ def change_state(
     ``changes`` are other columns written by the same fenced UPDATE (e.g. the action report);
     ``settings`` go to the receipt signer (default: the process settings); ``readings``, the
     latest readings ``decision`` was made from, read in this transaction, spare the receipt a
-    second read of them (see :func:`shared.lifecycle.receipts.issue_receipt`).
+    second read of them (see :func:`shared.lifecycle.receipts.issue_receipt`); ``through``, a
+    state passed on the way (both steps checked by the lifecycle, the version bumped once for
+    each, as two writes would have).
     Raises ``IllegalTransition`` when the lifecycle forbids the change. Returns None when the
     row changed underneath (another writer won); nothing is written then. A transition row is
     appended whenever the state, the verdict or the reason changes.
@@ -149,7 +168,11 @@ def change_state(
         raise ValueError("a receipt is issued only for a final verdict")
     current = OperationState(op.state)
     target = OperationState(to_state)
-    transition(current, target)  # same-state steps too: a final state never repeats
+    if through is None:
+        transition(current, target)  # same-state steps too: a final state never repeats
+    else:
+        transition(current, through.state)
+        transition(through.state, target)
     values: dict[str, Any] = dict(changes or {})
     values.update(
         state=target.value,
@@ -158,7 +181,7 @@ def change_state(
         verdict_class=verdict_class,
         final=final,
         updated_at=now,
-        version=op.version + 1,
+        version=op.version + (1 if through is None else 2),
     )
     if decision is not None:
         values["decision"] = (
@@ -174,6 +197,8 @@ def change_state(
     previous = (op.state, op.verdict, op.reason)
     for key, value in values.items():
         set_committed_value(op, key, value)
+    if through is not None:
+        previous = _pass_through(session, op, through, previous, now=now)
     if target.value != previous[0]:
         _count_transition_on_commit(session, target.value)
     issued = None
@@ -205,6 +230,35 @@ def change_state(
             details=details,
         )
     return StateChange(issued)
+
+
+def _pass_through(
+    session: Session,
+    op: Operation,
+    through: Passage,
+    previous: tuple[str, str | None, str | None],
+    *,
+    now: datetime,
+) -> tuple[str, str | None, str | None]:
+    """Count and append the step into ``through`` (written by the caller's UPDATE); the state,
+    verdict and reason the step out of it starts from."""
+    passed = (through.state.value, through.verdict, through.reason)
+    if passed[0] != previous[0]:
+        _count_transition_on_commit(session, passed[0])
+    if passed != previous:
+        append_transition(
+            session,
+            workspace_id=op.workspace_id,
+            operation_id=op.id,
+            from_state=previous[0],
+            to_state=passed[0],
+            verdict=through.verdict,
+            reason=through.reason,
+            cause=through.cause,
+            now=now,
+            details=through.details,
+        )
+    return passed
 
 
 _COUNTS_KEY = "provely_transitions_to_count"

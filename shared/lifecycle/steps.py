@@ -7,8 +7,8 @@ when another writer changed the operation first; nothing is written then and the
 the operation and decides again.
 
 - :func:`report_action_started` CREATED → ACTION_STARTED; no receipt (the action report);
-- :func:`accept_action` CREATED or ACTION_STARTED → ACTION_ACCEPTED; no receipt (the action
-  report);
+- :func:`accept_action` CREATED or ACTION_STARTED → ACTION_ACCEPTED → OBSERVING; no receipt
+  (the action report);
 - :func:`start_observing` → OBSERVING once the action was reported; no receipt (the action
   report);
 - :func:`apply_decision` an open state → the decision's state; the receipt when the decision is
@@ -19,8 +19,8 @@ the operation and decides again.
 - :func:`refer_inconsistent` VERIFIED or FAILED → HUMAN_REVIEW; the superseding receipt (a
   recheck whose watch ended on a reading that went backwards, ``late_evidence``).
 
-ACTION_ACCEPTED is never committed: the action report that writes it moves on to OBSERVING in the
-same transaction (:func:`accept_action` then :func:`start_observing`). A person's review of an
+ACTION_ACCEPTED is never committed: :func:`accept_action` passes through it to OBSERVING in one
+write of the row (both transitions in the audit chain). A person's review of an
 operation in HUMAN_REVIEW records a transition without changing the state (the ingress's
 ``review``), so it is no step of this module.
 
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared.core.engine import state_after
 from shared.core.types import Decision, OperationState, Verdict
-from shared.lifecycle.operations import change_state
+from shared.lifecycle.operations import Passage, change_state
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -104,28 +104,38 @@ def accept_action(
     *,
     changes: Mapping[str, Any],
     http_status: int | None,
+    cause: str,
     now: datetime,
     settings: Settings,
 ) -> bool:
-    """The agent reports the provider's result: → ACTION_ACCEPTED, with the report's columns
-    (``changes``). No receipt. Always followed by :func:`start_observing` in the same
-    transaction."""
+    """The agent reports the provider's result: → ACTION_ACCEPTED (cause ``action_result``)
+    → OBSERVING awaiting evidence (``cause``), with the report's columns and the first
+    observation's schedule (``changes``). One UPDATE of the row: ACTION_ACCEPTED is never
+    committed, so it is passed through rather than written, its transition still appended.
+    No receipt."""
+    accepted = Passage(
+        state=OperationState.ACTION_ACCEPTED,
+        verdict=Verdict.PENDING.value,
+        reason="action_accepted",
+        cause="action_result",
+        details={"http_status": http_status},
+    )
     return (
         change_state(
             session,
             op,
             receipt=False,
-            to_state=OperationState.ACTION_ACCEPTED,
+            to_state=OperationState.OBSERVING,
             verdict=Verdict.PENDING.value,
-            reason="action_accepted",
+            reason=AWAITING_EVIDENCE,
             verdict_class=None,
             final=False,
             decision=None,
-            cause="action_result",
+            cause=cause,
             now=now,
-            details={"http_status": http_status},
             changes=changes,
             settings=settings,
+            through=accepted,
         )
         is not None
     )

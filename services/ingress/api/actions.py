@@ -131,26 +131,27 @@ def record_action(
             accept_action(
                 session,
                 op,
-                changes=base,
+                changes=base | schedule,
                 http_status=report.http_status,
+                cause="observation_scheduled",
                 now=now,
                 settings=settings,
             ),
             op,
         )
-        base = {}
-    _must_change(
-        start_observing(
-            session,
+    else:
+        _must_change(
+            start_observing(
+                session,
+                op,
+                cause=_report_cause(report, base),
+                details={"http_status": report.http_status} if report.phase == "error" else None,
+                changes=base | schedule,
+                now=now,
+                settings=settings,
+            ),
             op,
-            cause=_report_cause(report, base),
-            details={"http_status": report.http_status} if report.phase == "error" else None,
-            changes=base | schedule,
-            now=now,
-            settings=settings,
-        ),
-        op,
-    )
+        )
     # Events that arrived before this report (a refund.created carrying the operation id as its
     # idempotency key, say) are linked now, and an operation without a subject id learns it.
     linked = IntakeResult(event_pk=None, duplicate=False)

@@ -15,7 +15,8 @@ import pytest
 from sqlalchemy import Engine, event, func, select, update
 from sqlalchemy.orm import Session
 
-from shared.db.models import ApiKey, Operation
+from shared.db.audit import verify_chain
+from shared.db.models import ApiKey, Operation, Transition
 from shared.db.session import session_scope
 from shared.db.tenants import revoke_api_key
 from tests.integration.api.conftest import Api
@@ -94,23 +95,70 @@ def test_report_and_read_are_one_transaction_that_starts_with_the_key(pg_api: Ap
         assert op.next_observation_at == op.action_reported_at + timedelta(milliseconds=1000)
         assert op.slot_at == op.next_observation_at
         assert op.enqueued_at == op.action_reported_at
-    # ACTION_ACCEPTED, then OBSERVING with the schedule: no third UPDATE for the fence.
-    assert sum(sql.startswith("UPDATE operations") for sql in reported[0]) == 2
+    # One UPDATE passes through ACTION_ACCEPTED to OBSERVING with the schedule; the audit chain
+    # still records both steps (checked below).
+    assert sum(sql.startswith("UPDATE operations") for sql in reported[0]) == 1
     for request in (reported, read):
         assert len(request) == 1, request
         assert "api_keys" in request[0][0]
         assert any("FROM operations" in sql for sql in request[0][1:])
         assert not any("UPDATE api_keys" in sql for sql in request[0])
     # What each request costs (bench/api.py --statements): the key; for the report the
-    # correlation lock, the row, two updates and the two scans for earlier events. The
+    # correlation lock, the row, one update and the two scans for earlier events. The
     # operation's load says whether any event is linked to it: without one, neither the report
     # nor the read asks for its linked events.
     assert [len(statements) for statements in created] == [1, 1]
-    assert len(reported[0]) == 7, reported[0]
+    assert len(reported[0]) == 6, reported[0]
     assert len(read[0]) == 2, read[0]
     assert not any(
         "operation_events" in sql for sql in reported[0] + read[0] if "EXISTS" not in sql
     )
+
+
+def test_the_reports_one_update_leaves_both_steps_in_the_audit_chain(api: Api) -> None:
+    """The report passes through ACTION_ACCEPTED in the UPDATE that writes OBSERVING: the chain
+    holds the step into it and the step out of it, as two writes did, and still verifies."""
+    headers = api.a.headers()
+    answer = api.client.post("/v1/operations", json=CREATE, headers=headers)
+    assert answer.status_code == 201, answer.text
+    op_id = answer.json()["id"]
+    answer = api.client.post(f"/v1/operations/{op_id}/action", json=_report(op_id), headers=headers)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["state"] == "OBSERVING"
+    with Session(api.engine) as session:
+        rows = (
+            session.execute(
+                select(Transition).where(Transition.operation_id == op_id).order_by(Transition.seq)
+            )
+            .scalars()
+            .all()
+        )
+        steps = [(r.from_state, r.to_state, r.verdict, r.reason, r.cause, r.details) for r in rows]
+        assert steps == [
+            (None, "CREATED", "PENDING", "awaiting_action_report", "created", None),
+            (
+                "CREATED",
+                "ACTION_ACCEPTED",
+                "PENDING",
+                "action_accepted",
+                "action_result",
+                {"http_status": 200},
+            ),
+            (
+                "ACTION_ACCEPTED",
+                "OBSERVING",
+                "PENDING",
+                "awaiting_evidence",
+                "observation_scheduled",
+                None,
+            ),
+        ]
+        assert [r.seq for r in rows] == [rows[0].seq, rows[0].seq + 1, rows[0].seq + 2]
+        op = session.get(Operation, op_id)
+        assert op is not None
+        assert op.version == 3  # a version for each step, as two fenced writes gave
+        assert op.subject_id == f"re_{op_id[3:]}"
+        assert verify_chain(session, api.a.workspace_id) is None
 
 
 def test_a_revoked_key_is_refused_on_create_report_and_read_and_writes_nothing(

@@ -161,6 +161,40 @@ def test_the_reports_one_update_leaves_both_steps_in_the_audit_chain(api: Api) -
         assert verify_chain(session, api.a.workspace_id) is None
 
 
+def test_the_create_inserts_without_the_unit_of_work(api: Api) -> None:
+    """The create's INSERT is one Core statement: no flush of the session (its bookkeeping was
+    the insert's larger cost), with or without an ``Idempotency-Key``; a replay answers the
+    same operation."""
+    flushes: list[object] = []
+
+    def flushed(session: Session, *_: object) -> None:
+        flushes.append(session)
+
+    event.listen(Session, "after_flush", flushed)
+    try:
+        plain = api.client.post("/v1/operations", json=CREATE, headers=api.a.headers())
+        keyed = {**api.a.headers(), "Idempotency-Key": "create-once"}
+        first = api.client.post("/v1/operations", json=CREATE, headers=keyed)
+    finally:
+        event.remove(Session, "after_flush", flushed)
+    assert plain.status_code == 201, plain.text
+    assert first.status_code == 201, first.text
+    assert flushes == []
+    again = api.client.post("/v1/operations", json=CREATE, headers=keyed)
+    assert again.status_code == 200, again.text
+    assert again.json() == first.json()
+    with Session(api.engine) as session:
+        op = session.get(Operation, first.json()["id"])
+        assert op is not None
+        assert (op.idempotency_key, op.version, op.fence, op.rechecks, op.learned_keys) == (
+            "create-once",
+            1,
+            0,
+            0,
+            {},
+        )
+
+
 def test_a_revoked_key_is_refused_on_create_report_and_read_and_writes_nothing(
     pg_api: Api,
 ) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +17,11 @@ import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, event, select, text, update
 from sqlalchemy.orm import Session
 
-from services.verdict.evaluate import Plan, evaluate_operation
+from services.verdict.evaluate import _LATEST_ROWS, Plan, _latest_rows, evaluate_operation
+from shared.db.models import Observation as ObservationRow
 from shared.db.models import Operation, Receipt, ReceiptKey, Transition, WatchKey, Workspace
 from shared.lifecycle.contracts import find_contract
 from shared.lifecycle.receipt_check import Verification, verify_receipt_document
@@ -146,6 +147,46 @@ def test_a_final_evaluate_sends_eight_statements(
             .order_by(Transition.seq)
         ).all()
         assert chain == ["VERIFIED"]
+
+
+def test_the_latest_readings_are_read_on_the_driver_as_the_columns_read_them(
+    pg_engine: Engine,
+) -> None:
+    """The decision's latest readings are read on the driver's cursor (no statement goes
+    through SQLAlchemy), with the values the mapped columns give: times in UTC whatever the
+    connection's time zone, JSON values decoded."""
+    at = T0 + timedelta(seconds=3)
+    flow = RefundFlow(engine=pg_engine, operation_id="op_1", refund_id="re_1")
+    _observed(flow, at)
+    with Session(pg_engine) as session, session.begin():
+        session.execute(
+            update(ObservationRow)
+            .where(ObservationRow.channel == "refund_readback")
+            .values(provider_timestamp=T0)
+        )
+        session.execute(text("SET LOCAL TimeZone = 'America/New_York'"))
+        expected = session.execute(_LATEST_ROWS, {"operation_id": flow.operation_id}).all()
+        through_sqlalchemy: list[str] = []
+
+        def seen(*args: Any) -> None:
+            through_sqlalchemy.append(str(args[2]))
+
+        event.listen(pg_engine, "before_cursor_execute", seen)
+        try:
+            latest = _latest_rows(session, flow.operation_id)
+        finally:
+            event.remove(pg_engine, "before_cursor_execute", seen)
+
+    assert through_sqlalchemy == []
+    assert len(latest) >= 2
+    assert [tuple(row) for row in latest] == [tuple(row) for row in expected]
+    assert any(row.provider_timestamp is not None for row in latest)
+    assert all(row.observed_at.tzinfo is UTC for row in latest)
+    assert all(row.provider_timestamp in (None, T0) for row in latest)
+    assert all(
+        row.provider_timestamp is None or row.provider_timestamp.tzinfo is UTC for row in latest
+    )
+    assert any(isinstance(row.value, dict) for row in latest)
 
 
 def test_a_key_retired_by_another_process_signs_no_more_receipts(

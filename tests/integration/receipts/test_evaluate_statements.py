@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -39,24 +40,39 @@ FINAL_EVALUATE = [
     "SELECT events",  # the events the webhook channels reduce
     "UPDATE operations",  # the fenced final state
     "INSERT INTO receipts",  # signed with this process's key, checked active by the INSERT
-    "INSERT INTO watch_keys",  # every key of the watch in one statement
+    "INSERT INTO watch_keys",  # every key of the watch in one statement, with the COMMIT
     "WITH head AS ( UPDATE workspaces",  # the audit chain, pipelined with the COMMIT
 ]
+WITH_THE_COMMIT = FINAL_EVALUATE[-2:]
+"""The statements sent in the pipeline of the COMMIT: one round trip for the three."""
+
+
+@dataclass
+class _Sent:
+    statements: list[str] = field(default_factory=list)
+    pipelined: list[str] = field(default_factory=list)
 
 
 @contextmanager
-def _statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every statement the driver executes (an executemany counts one per parameter set)."""
-    sent: list[str] = []
+def _statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Sent]:
+    """Every statement the driver executes (an executemany counts one per parameter set), and
+    those of them sent in a pipeline."""
+    sent = _Sent()
     execute, executemany = psycopg.Cursor.execute, psycopg.Cursor.executemany
 
+    def record(cursor: Any, query: Any, times: int) -> None:
+        statement = " ".join(str(query).split())
+        sent.statements.extend([statement] * times)
+        if cursor.connection._pipeline is not None:
+            sent.pipelined.extend([statement] * times)
+
     def one(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(" ".join(str(query).split()))
+        record(self, query, 1)
         return execute(self, query, *args, **kwargs)
 
     def many(self: Any, query: Any, params_seq: Any, *args: Any, **kwargs: Any) -> Any:
         params = list(params_seq)
-        sent.extend([" ".join(str(query).split())] * len(params))
+        record(self, query, len(params))
         return executemany(self, query, params, *args, **kwargs)
 
     with monkeypatch.context() as patched:
@@ -99,7 +115,7 @@ def _observed(flow: RefundFlow, at: datetime) -> None:
         op.attempts = 1
 
 
-def test_a_final_evaluate_sends_eight_statements(
+def test_a_final_evaluate_sends_eight_statements_the_last_two_with_the_commit(
     pg_engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at = T0 + timedelta(seconds=3)
@@ -127,8 +143,11 @@ def test_a_final_evaluate_sends_eight_statements(
     assert decided is not None
     assert decided.verdict == "VERIFIED", decided
     assert plans == [Plan()]
-    assert len(sent) == len(FINAL_EVALUATE), "\n".join(sent)
-    for statement, expected in zip(sent, FINAL_EVALUATE, strict=True):
+    assert len(sent.statements) == len(FINAL_EVALUATE), "\n".join(sent.statements)
+    for statement, expected in zip(sent.statements, FINAL_EVALUATE, strict=True):
+        assert expected in statement, (expected, statement)
+    assert len(sent.pipelined) == len(WITH_THE_COMMIT), "\n".join(sent.pipelined)
+    for statement, expected in zip(sent.pipelined, WITH_THE_COMMIT, strict=True):
         assert expected in statement, (expected, statement)
 
     with Session(flow.engine) as session:

@@ -29,9 +29,10 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, bindparam, func, select, update
+from sqlalchemy.dialects.postgresql.psycopg import dialect as psycopg_dialect
 from sqlalchemy.orm import Session
 
 from shared.core.context import build_context
@@ -48,6 +49,7 @@ from shared.core.types import (
 from shared.db.models import Observation as ObservationRow
 from shared.db.models import Operation
 from shared.db.session import session_scope
+from shared.db.sql import driver_cursor
 from shared.evidence.view import refresh_webhook_readings
 from shared.evidence.webhooks import evidence_keys
 from shared.lifecycle import messages
@@ -143,9 +145,44 @@ _LATEST_ROWS = (
 _LOAD = select(Operation).where(Operation.id == bindparam("operation_id"))
 
 
+_PG_LATEST_ROWS = str(
+    _LATEST_ROWS.compile(dialect=psycopg_dialect())  # type: ignore[no-untyped-call]
+)
+"""The same statement, compiled once for the driver: a decision reads it once or twice, and
+SQLAlchemy's execution and result processing cost more Python calls than the statement."""
+
+
+class _Reading(NamedTuple):
+    """A latest reading as :data:`_LATEST_ROWS` selects it (times aware UTC)."""
+
+    channel: str
+    observed_at: datetime
+    status: str
+    value: Any
+    provider_timestamp: datetime | None
+    digest: str | None
+    fence: int | None
+
+
 def _latest_rows(session: Session, operation_id: str) -> list[Any]:
-    """Core rows (channel, observed_at, status, value, provider_timestamp, digest, fence)."""
-    return list(session.execute(_LATEST_ROWS, {"operation_id": operation_id}).all())
+    """Rows (channel, observed_at, status, value, provider_timestamp, digest, fence)."""
+    if session.get_bind().dialect.name != "postgresql":
+        return list(session.execute(_LATEST_ROWS, {"operation_id": operation_id}).all())
+    with driver_cursor(session) as cursor:
+        rows = cursor.execute(_PG_LATEST_ROWS, {"operation_id": operation_id}).fetchall()
+    # The driver gives times in the connection's time zone; the column type gives them in UTC.
+    return [
+        _Reading(
+            channel,
+            observed_at.astimezone(UTC),
+            status,
+            value,
+            None if provider_timestamp is None else provider_timestamp.astimezone(UTC),
+            digest,
+            fence,
+        )
+        for channel, observed_at, status, value, provider_timestamp, digest, fence in rows
+    ]
 
 
 def _fence_observed_at(session: Session, op: Operation, latest: list[Any]) -> datetime | None:

@@ -35,6 +35,7 @@ from shared.core.contract import Contract
 from shared.core.retry import retry_guidance
 from shared.core.types import Decision, OperationState, Verdict
 from shared.core.verifiers import verifier_of
+from shared.db.audit import write_with_commit
 from shared.db.models import Operation, WatchKey
 from shared.db.sql import driver_cursor
 
@@ -103,7 +104,10 @@ def start_watch(
     A watch starts with the final verdict of an open operation, and no final state leaves for an
     open one (``shared.core.state_machine``): the operation was never watched, so there is no
     earlier watch to delete. Were a key there all the same, it is written again with this watch's
-    event types and end; a watch only ever gains keys, so no event it names is missed."""
+    event types and end; a watch only ever gains keys, so no event it names is missed.
+
+    On PostgreSQL the keys are written when the transaction commits, in the pipeline of its
+    COMMIT (``shared.db.audit.write_with_commit``): still in the verdict's transaction."""
     rows = [
         {
             "operation_id": op.id,
@@ -127,8 +131,8 @@ def start_watch(
             "val": [row["value"] for row in rows],
             "types": [row["event_types"] for row in rows],
         }
-        with driver_cursor(session) as cursor:
-            cursor.execute(_PG_ADD_KEYS, params)
+        # Nothing in the transaction reads the watch: it rides in the commit's pipeline.
+        write_with_commit(session, _PG_ADD_KEYS, params)
         return
     session.execute(_END_WATCH, {"operation_id": op.id})
     session.execute(_ADD_KEYS, rows if len(rows) > 1 else rows[0])

@@ -27,6 +27,11 @@ class Bounded(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._values)
 
+    def clear(self) -> None:
+        """Forget every value kept."""
+        with self._lock:
+            self._values.clear()
+
     def get_or_make(self, key: K, make: Callable[[], V]) -> V:
         """The value kept for ``key``, else ``make()``'s, kept (an exception keeps nothing)."""
         with self._lock:

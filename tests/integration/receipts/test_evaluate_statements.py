@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,11 @@ import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, event, select, text, update
 from sqlalchemy.orm import Session
 
-from services.verdict.evaluate import Plan, evaluate_operation
+from services.verdict.evaluate import _LATEST_ROWS, Plan, _latest_rows, evaluate_operation
+from shared.db.models import Observation as ObservationRow
 from shared.db.models import Operation, Receipt, ReceiptKey, Transition, WatchKey, Workspace
 from shared.lifecycle.contracts import find_contract
 from shared.lifecycle.receipt_check import Verification, verify_receipt_document
@@ -38,24 +40,39 @@ FINAL_EVALUATE = [
     "SELECT events",  # the events the webhook channels reduce
     "UPDATE operations",  # the fenced final state
     "INSERT INTO receipts",  # signed with this process's key, checked active by the INSERT
-    "INSERT INTO watch_keys",  # every key of the watch in one statement
+    "INSERT INTO watch_keys",  # every key of the watch in one statement, with the COMMIT
     "WITH head AS ( UPDATE workspaces",  # the audit chain, pipelined with the COMMIT
 ]
+WITH_THE_COMMIT = FINAL_EVALUATE[-2:]
+"""The statements sent in the pipeline of the COMMIT: one round trip for the three."""
+
+
+@dataclass
+class _Sent:
+    statements: list[str] = field(default_factory=list)
+    pipelined: list[str] = field(default_factory=list)
 
 
 @contextmanager
-def _statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every statement the driver executes (an executemany counts one per parameter set)."""
-    sent: list[str] = []
+def _statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Sent]:
+    """Every statement the driver executes (an executemany counts one per parameter set), and
+    those of them sent in a pipeline."""
+    sent = _Sent()
     execute, executemany = psycopg.Cursor.execute, psycopg.Cursor.executemany
 
+    def record(cursor: Any, query: Any, times: int) -> None:
+        statement = " ".join(str(query).split())
+        sent.statements.extend([statement] * times)
+        if cursor.connection._pipeline is not None:
+            sent.pipelined.extend([statement] * times)
+
     def one(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(" ".join(str(query).split()))
+        record(self, query, 1)
         return execute(self, query, *args, **kwargs)
 
     def many(self: Any, query: Any, params_seq: Any, *args: Any, **kwargs: Any) -> Any:
         params = list(params_seq)
-        sent.extend([" ".join(str(query).split())] * len(params))
+        record(self, query, len(params))
         return executemany(self, query, params, *args, **kwargs)
 
     with monkeypatch.context() as patched:
@@ -98,7 +115,7 @@ def _observed(flow: RefundFlow, at: datetime) -> None:
         op.attempts = 1
 
 
-def test_a_final_evaluate_sends_eight_statements(
+def test_a_final_evaluate_sends_eight_statements_the_last_two_with_the_commit(
     pg_engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at = T0 + timedelta(seconds=3)
@@ -126,8 +143,11 @@ def test_a_final_evaluate_sends_eight_statements(
     assert decided is not None
     assert decided.verdict == "VERIFIED", decided
     assert plans == [Plan()]
-    assert len(sent) == len(FINAL_EVALUATE), "\n".join(sent)
-    for statement, expected in zip(sent, FINAL_EVALUATE, strict=True):
+    assert len(sent.statements) == len(FINAL_EVALUATE), "\n".join(sent.statements)
+    for statement, expected in zip(sent.statements, FINAL_EVALUATE, strict=True):
+        assert expected in statement, (expected, statement)
+    assert len(sent.pipelined) == len(WITH_THE_COMMIT), "\n".join(sent.pipelined)
+    for statement, expected in zip(sent.pipelined, WITH_THE_COMMIT, strict=True):
         assert expected in statement, (expected, statement)
 
     with Session(flow.engine) as session:
@@ -146,6 +166,46 @@ def test_a_final_evaluate_sends_eight_statements(
             .order_by(Transition.seq)
         ).all()
         assert chain == ["VERIFIED"]
+
+
+def test_the_latest_readings_are_read_on_the_driver_as_the_columns_read_them(
+    pg_engine: Engine,
+) -> None:
+    """The decision's latest readings are read on the driver's cursor (no statement goes
+    through SQLAlchemy), with the values the mapped columns give: times in UTC whatever the
+    connection's time zone, JSON values decoded."""
+    at = T0 + timedelta(seconds=3)
+    flow = RefundFlow(engine=pg_engine, operation_id="op_1", refund_id="re_1")
+    _observed(flow, at)
+    with Session(pg_engine) as session, session.begin():
+        session.execute(
+            update(ObservationRow)
+            .where(ObservationRow.channel == "refund_readback")
+            .values(provider_timestamp=T0)
+        )
+        session.execute(text("SET LOCAL TimeZone = 'America/New_York'"))
+        expected = session.execute(_LATEST_ROWS, {"operation_id": flow.operation_id}).all()
+        through_sqlalchemy: list[str] = []
+
+        def seen(*args: Any) -> None:
+            through_sqlalchemy.append(str(args[2]))
+
+        event.listen(pg_engine, "before_cursor_execute", seen)
+        try:
+            latest = _latest_rows(session, flow.operation_id)
+        finally:
+            event.remove(pg_engine, "before_cursor_execute", seen)
+
+    assert through_sqlalchemy == []
+    assert len(latest) >= 2
+    assert [tuple(row) for row in latest] == [tuple(row) for row in expected]
+    assert any(row.provider_timestamp is not None for row in latest)
+    assert all(row.observed_at.tzinfo is UTC for row in latest)
+    assert all(row.provider_timestamp in (None, T0) for row in latest)
+    assert all(
+        row.provider_timestamp is None or row.provider_timestamp.tzinfo is UTC for row in latest
+    )
+    assert any(isinstance(row.value, dict) for row in latest)
 
 
 def test_a_key_retired_by_another_process_signs_no_more_receipts(

@@ -26,11 +26,11 @@ a request that does little else, about a sixth of its process's CPU.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from typing import Any
 from urllib.parse import parse_qsl, quote
-from uuid import uuid4
 
 import structlog
 from asgi_correlation_id.context import correlation_id
@@ -40,7 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.runtime.logs import get_logger, operation_id_from_path
 
-__all__ = ["REQUEST_ID_HEADER", "Observed", "observed", "redact_query"]
+__all__ = ["REQUEST_ID_HEADER", "Observed", "new_request_id", "observed", "redact_query"]
 
 REQUEST_ID_HEADER = "X-Request-Id"
 _REQUEST_ID_HEADER_RAW = REQUEST_ID_HEADER.lower().encode("latin-1")
@@ -193,7 +193,7 @@ def _request_id(scope: Scope) -> str:
     given = next((v.decode("latin-1") for n, v in headers if n == _REQUEST_ID_HEADER_RAW), "")
     if given and _valid_request_id(given):
         return given
-    request_id = uuid4().hex
+    request_id = new_request_id()
     if given:
         _correlation_log.warning(FAILED_VALIDATION_MESSAGE, request_id)
     scope["headers"] = [
@@ -201,6 +201,13 @@ def _request_id(scope: Scope) -> str:
         (_REQUEST_ID_HEADER_RAW, request_id.encode("latin-1")),
     ]
     return request_id
+
+
+def new_request_id() -> str:
+    """A new request id: 128 random bits as 32 lowercase hex digits, the shape ``uuid4().hex``
+    gave (unique across processes and restarts alike), without building a ``UUID`` (2.9 µs a
+    request against 0.3 µs: the intake answers every delivery with one)."""
+    return os.urandom(16).hex()
 
 
 def _access_line(scope: Scope, status: int, started: float) -> None:

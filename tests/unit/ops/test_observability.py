@@ -39,6 +39,42 @@ def test_json_logs_carry_the_bound_operation_id() -> None:
     assert "operation_id" not in third
 
 
+def test_a_line_costs_no_walk_up_the_stack_and_keeps_its_fields() -> None:
+    """Every request writes an access line: the record fields no renderer writes (the caller's
+    place, found by walking the stack; the thread and the process) are not gathered for it.
+    The line holds the same fields; writing it took 71 Python calls before, 65 now."""
+    import sys
+
+    stream = io.StringIO()
+    logs.configure_logging(level="INFO", json=True, stream=stream)
+    log = logs.get_logger("provely.access")
+    calls = 0
+
+    def count(frame: object, event: str, arg: object) -> None:
+        nonlocal calls
+        if event == "call":
+            calls += 1
+
+    try:
+        log.info("http.request", status=200)  # the logger is cached on its first use
+        with structlog.contextvars.bound_contextvars(request_id="r1"):
+            sys.setprofile(count)
+            try:
+                log.info("http.request", status=200)
+            finally:
+                sys.setprofile(None)
+            logging.getLogger("plain.stdlib").warning("from %s", "the standard library")
+    finally:
+        structlog.contextvars.clear_contextvars()
+        structlog.reset_defaults()
+        logging.getLogger().handlers.clear()
+    _, line, plain = _lines(stream)
+    assert set(line) == {"event", "status", "request_id", "level", "logger", "timestamp"}
+    assert set(plain) == {"event", "request_id", "level", "logger", "timestamp"}
+    assert plain["event"] == "from the standard library"
+    assert calls <= 65, calls
+
+
 def test_operation_id_is_read_from_api_paths() -> None:
     assert logs.operation_id_from_path("/v1/operations/op_abc/action") == "op_abc"
     assert logs.operation_id_from_path("/v1/operations/op_abc") == "op_abc"

@@ -20,6 +20,10 @@ writers anyway (``BEGIN IMMEDIATE``); there the hash is computed here.
 
 A PostgreSQL write that nothing later in the transaction reads can ride in that pipeline too,
 before the appends (:func:`write_with_commit`): one round trip less for the transaction.
+
+Savepoints (the sweeper decides each operation of a batch in one): a savepoint rolled back takes
+back what was queued in it, and only that; a released one leaves its queue to the transaction's
+commit, in order.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ __all__ = [
 _VERIFY_BATCH = 1000
 _PENDING = "provely_chain_pending"
 _WITH_COMMIT = "provely_writes_with_commit"
+_MARKS = "provely_savepoint_marks"
 
 
 def _timestamp(value: datetime) -> str:
@@ -193,7 +198,19 @@ def commit(session: Session) -> None:
 
 @event.listens_for(Session, "before_commit")
 def _append_before_commit(session: Session) -> None:
-    """A commit not made through :func:`commit` still appends what its transaction queued."""
+    """A commit not made through :func:`commit` still appends what its transaction queued.
+
+    A savepoint's release (which SQLAlchemy announces as a commit too) appends nothing: what it
+    queued waits, in order, for the transaction's own commit, so that the chain's lock is taken
+    there only, and an enclosing savepoint rolled back later still takes it back."""
+    nested = session.get_nested_transaction()
+    marks = session.info.get(_MARKS)
+    if nested is not None:
+        if marks:
+            marks.pop(nested, None)
+        return
+    if marks:
+        marks.clear()
     _append_queued(session, with_commit=False)
 
 
@@ -210,11 +227,32 @@ def _append_queued(session: Session, *, with_commit: bool) -> None:
         _append_here(connection, pending)
 
 
+@event.listens_for(Session, "after_transaction_create")
+def _mark_savepoint(session: Session, transaction: Any) -> None:
+    """Remember how much was queued when a savepoint began: its rollback drops what it queued
+    since, and only that (a released savepoint's queue waits for the transaction's commit)."""
+    if transaction.nested:
+        marks = session.info.setdefault(_MARKS, {})
+        marks[transaction] = (
+            len(session.info.get(_PENDING) or ()),
+            len(session.info.get(_WITH_COMMIT) or ()),
+        )
+
+
 @event.listens_for(Session, "after_soft_rollback")
 def _forget_after_rollback(session: Session, previous_transaction: Any) -> None:
-    if not session.in_transaction():  # the whole transaction, not a savepoint
+    if not session.in_transaction():  # the whole transaction
         session.info.pop(_PENDING, None)
         session.info.pop(_WITH_COMMIT, None)
+        session.info.pop(_MARKS, None)
+        return
+    marks = session.info.get(_MARKS)
+    mark = marks.pop(previous_transaction, None) if marks else None
+    if mark is not None:  # a savepoint: what was queued after it began goes with it
+        for key, kept in zip((_PENDING, _WITH_COMMIT), mark, strict=True):
+            queued = session.info.get(key)
+            if queued:
+                del queued[kept:]
 
 
 # One statement per append: the UPDATE locks the workspace row (waiting for an appender ahead,

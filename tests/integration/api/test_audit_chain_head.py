@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
-from shared.db.audit import GENESIS_HASH, append_transition, verify_chain
+from shared.db.audit import GENESIS_HASH, append_transition, verify_chain, write_with_commit
 from shared.db.migrate import upgrade
 from shared.db.models import Transition, Workspace
 from shared.db.session import make_engine, session_factory, session_scope
@@ -100,6 +100,61 @@ def test_a_rolled_back_transaction_appends_nothing(engine: Engine) -> None:
     with session_scope(engine) as s:
         _append(s, "kept")
     assert [(seq, reason) for seq, _, _, reason in _rows(engine)] == [(1, "kept")]
+
+
+def _queue_and_fail(
+    s: Session,
+    reason: str | None,
+    *,
+    inner: str | None = None,
+    write: tuple[str, dict[str, str]] | None = None,
+) -> None:
+    """Queue in a savepoint (and in a released savepoint inside it), then fail it."""
+    with s.begin_nested():
+        if reason is not None:
+            _append(s, reason)
+        if write is not None:
+            write_with_commit(s, *write)
+        if inner is not None:
+            with s.begin_nested():
+                _append(s, inner)
+        raise RuntimeError("this operation failed")
+
+
+def test_a_rolled_back_savepoint_takes_back_what_it_queued(engine: Engine) -> None:
+    """What a savepoint queued goes with its rollback; what was queued before it, and what a
+    released savepoint queued, is appended at the commit (the sweeper decides each operation of
+    a batch in a savepoint of one transaction)."""
+    _seed(engine)
+    with session_scope(engine) as s:
+        _append(s, "before")
+        with pytest.raises(RuntimeError):
+            _queue_and_fail(s, "rolled back", inner="inner, released")
+        with s.begin_nested():
+            _append(s, "released")
+        with pytest.raises(RuntimeError):
+            _queue_and_fail(s, "rolled back too")
+        _append(s, "after")
+    assert [reason for _, _, _, reason in _rows(engine)] == ["before", "released", "after"]
+    with session_scope(engine) as s:
+        assert verify_chain(s, "ws_a") is None
+
+
+def test_a_write_queued_for_the_commit_goes_with_its_savepoint(pg_engine: Engine) -> None:
+    _seed(pg_engine)
+    statement = "UPDATE workspaces SET name = %(name)s WHERE id = 'ws_a'"
+    with session_scope(pg_engine) as s:
+        with pytest.raises(RuntimeError):
+            _queue_and_fail(s, None, write=(statement, {"name": "from a rolled-back savepoint"}))
+        _append(s, "kept")
+    with session_scope(pg_engine) as s:
+        assert s.scalar(select(Workspace.name).where(Workspace.id == "ws_a")) == "ws_a"
+    with session_scope(pg_engine) as s:
+        write_with_commit(s, statement, {"name": "written at the commit"})
+    with session_scope(pg_engine) as s:
+        assert s.scalar(select(Workspace.name).where(Workspace.id == "ws_a")) == (
+            "written at the commit"
+        )
 
 
 def test_a_commit_outside_session_scope_still_appends(engine: Engine) -> None:

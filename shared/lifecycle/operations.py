@@ -198,9 +198,15 @@ def change_state(
     for key, value in values.items():
         set_committed_value(op, key, value)
     if through is not None:
-        previous = _pass_through(session, op, through, previous, now=now)
-    if target.value != previous[0]:
-        _count_transition_on_commit(session, target.value)
+        previous = _record_step(
+            session,
+            op,
+            previous,
+            (through.state.value, through.verdict, through.reason),
+            cause=through.cause,
+            details=through.details,
+            now=now,
+        )
     issued = None
     if receipt:
         # The receipt never reads the audit chain, so it is signed and stored before the
@@ -216,49 +222,52 @@ def change_state(
             latest=readings,
             first=not is_final(current),
         )
-    if (target.value, verdict, reason) != previous:
+    _record_step(
+        session,
+        op,
+        previous,
+        (target.value, verdict, reason),
+        cause=cause,
+        details=details,
+        now=now,
+    )
+    return StateChange(issued)
+
+
+_Step = tuple[str, str | None, str | None]
+"""A state, its verdict and its reason."""
+
+
+def _record_step(
+    session: Session,
+    op: Operation,
+    previous: _Step,
+    step: _Step,
+    *,
+    cause: str,
+    details: dict[str, Any] | None,
+    now: datetime,
+) -> _Step:
+    """Record ``op``'s move from ``previous`` to ``step`` (written by the caller's UPDATE): the
+    transition counted once committed when the state changes, and appended to the audit chain
+    when the state, the verdict or the reason does. Returns ``step``, where the next one
+    starts."""
+    if step[0] != previous[0]:
+        _count_transition_on_commit(session, step[0])
+    if step != previous:
         append_transition(
             session,
             workspace_id=op.workspace_id,
             operation_id=op.id,
             from_state=previous[0],
-            to_state=target.value,
-            verdict=verdict,
-            reason=reason,
+            to_state=step[0],
+            verdict=step[1],
+            reason=step[2],
             cause=cause,
             now=now,
             details=details,
         )
-    return StateChange(issued)
-
-
-def _pass_through(
-    session: Session,
-    op: Operation,
-    through: Passage,
-    previous: tuple[str, str | None, str | None],
-    *,
-    now: datetime,
-) -> tuple[str, str | None, str | None]:
-    """Count and append the step into ``through`` (written by the caller's UPDATE); the state,
-    verdict and reason the step out of it starts from."""
-    passed = (through.state.value, through.verdict, through.reason)
-    if passed[0] != previous[0]:
-        _count_transition_on_commit(session, passed[0])
-    if passed != previous:
-        append_transition(
-            session,
-            workspace_id=op.workspace_id,
-            operation_id=op.id,
-            from_state=previous[0],
-            to_state=passed[0],
-            verdict=through.verdict,
-            reason=through.reason,
-            cause=through.cause,
-            now=now,
-            details=through.details,
-        )
-    return passed
+    return step
 
 
 _COUNTS_KEY = "provely_transitions_to_count"

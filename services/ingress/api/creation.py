@@ -74,8 +74,15 @@ _COLUMN_OF = {attr.key: attr.columns[0].key for attr in Operation.__mapper__.col
 """Attribute name → column name (they differ for ``metadata_``)."""
 
 
-_LEFT_TO_THE_SERVER = dict.fromkeys(_COLUMN_OF) | {"rechecks": 0}
-"""What the server stores in the columns an insert leaves out: NULL, and ``rechecks``' default."""
+_LEFT_TO_THE_SERVER = {
+    attr.key: column.default.arg
+    if column.default is not None and column.default.is_scalar
+    else None
+    for attr in Operation.__mapper__.column_attrs
+    for column in attr.columns[:1]
+}
+"""What a column an insert leaves out holds after it: the model's scalar default (which the
+Core INSERT writes, ``rechecks``' 0), else NULL."""
 
 
 def _insert(session: Session, values: dict[str, Any]) -> Operation:

@@ -3,8 +3,10 @@ bounds: a real server keeps answering ``/healthz`` while it reads a large docume
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -12,6 +14,7 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import Engine
 
+from services.cli.service_process import collect_less
 from services.ingress.app import create_app
 from shared.runtime.settings import Settings
 from shared.trust.registry import SHIPPED_CONTRACTS_DIR
@@ -41,8 +44,30 @@ def settings_for(url: str, tmp_path: Path, **limits: object) -> Settings:
     )
 
 
+@pytest.fixture
+def collected_as_served() -> Iterator[None]:
+    """The garbage collector set as ``provely serve ingress`` sets it (``ingress_app``): what
+    is loaded frozen out of its reach, young collections every ``YOUNG_GC_THRESHOLD``. In the
+    test process a full collection otherwise walks all of pytest and every test module loaded
+    so far, and the document's tree triggers several: each held every thread for 0.2-0.6 s,
+    as long as the bound below."""
+    thresholds = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    collect_less()
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
+
 def test_healthz_answers_while_a_large_contract_is_parsed(
-    pg_engine: Engine, migrated_postgres_url: str, tmp_path: Path, fresh_registry: None
+    pg_engine: Engine,
+    migrated_postgres_url: str,
+    tmp_path: Path,
+    fresh_registry: None,
+    collected_as_served: None,
 ) -> None:
     body = padded(6_000)
     settings = settings_for(
